@@ -1,0 +1,3 @@
+module ironcurtain.dev/agent
+
+go 1.26.0

@@ -1,0 +1,2 @@
+// Package compiler is a module of IronCurtain for Go (see README.md).
+package compiler

@@ -1,0 +1,3 @@
+module ironcurtain.dev/compiler
+
+go 1.26.0

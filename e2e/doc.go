@@ -1,0 +1,2 @@
+// Package e2e is a module of IronCurtain for Go (see README.md).
+package e2e

@@ -1,0 +1,3 @@
+module ironcurtain.dev/e2e
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module ironcurtain.dev/migrations
+
+go 1.26.0
