@@ -1,0 +1,105 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values used when the server or tool of a call is not one the hub
+// knows: agent-chosen names never become label values (unbounded cardinality).
+const (
+	UnknownServer = "unknown"
+	UnknownTool   = "unknown"
+)
+
+// DurationBuckets are the histogram buckets of tool-call latency, in seconds:
+// from 100 µs (a policy-denied call) to two minutes (a slow clone or fetch).
+var DurationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
+// ToolCalls records what the MCP hub does. A nil *ToolCalls records nothing,
+// so components can run without metrics in tests.
+type ToolCalls struct {
+	calls        *prometheus.CounterVec
+	outcomes     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	authFailures *prometheus.CounterVec
+	restarts     *prometheus.CounterVec
+}
+
+// NewToolCalls creates the hub metrics and registers them on reg. A nil reg
+// creates unregistered metrics (useful in tests and benchmarks).
+func NewToolCalls(reg prometheus.Registerer) (*ToolCalls, error) {
+	m := &ToolCalls{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_tool_calls_total",
+			Help: "Tool calls by server, tool and policy decision (allow, deny, escalate).",
+		}, []string{"server", "tool", "decision"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_tool_call_outcomes_total",
+			Help: "Finished tool calls by server, tool and outcome (ok, error, denied, refused, timed_out).",
+		}, []string{"server", "tool", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ironcurtain_tool_call_duration_seconds",
+			Help:    "Time the gateway spent on a tool call (policy, audit, forwarding), excluding time waiting for a human.",
+			Buckets: DurationBuckets,
+		}, []string{"server", "tool"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_mcp_auth_failures_total",
+			Help: "Requests to the MCP endpoint refused for a missing or unknown agent token, or a foreign MCP session.",
+		}, []string{"reason"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_external_server_restarts_total",
+			Help: "Restarts of external stdio MCP servers after they exited.",
+		}, []string{"server"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.calls, m.outcomes, m.duration, m.authFailures, m.restarts} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("registering tool-call metrics: %w (create them once per registry)", err)
+			}
+			return nil, fmt.Errorf("registering tool-call metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Decision counts one policy decision.
+func (m *ToolCalls) Decision(server, tool, decision string) {
+	if m == nil {
+		return
+	}
+	m.calls.WithLabelValues(server, tool, decision).Inc()
+}
+
+// Outcome counts one finished call and observes the gateway time it took.
+func (m *ToolCalls) Outcome(server, tool, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.outcomes.WithLabelValues(server, tool, outcome).Inc()
+	m.duration.WithLabelValues(server, tool).Observe(d.Seconds())
+}
+
+// AuthFailure counts one refused request; reason is a fixed word such as
+// "missing_token", "unknown_token" or "foreign_session".
+func (m *ToolCalls) AuthFailure(reason string) {
+	if m == nil {
+		return
+	}
+	m.authFailures.WithLabelValues(reason).Inc()
+}
+
+// Restart counts one restart of an external server.
+func (m *ToolCalls) Restart(server string) {
+	if m == nil {
+		return
+	}
+	m.restarts.WithLabelValues(server).Inc()
+}
