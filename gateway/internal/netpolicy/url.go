@@ -1,0 +1,186 @@
+package netpolicy
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// maxURLInput bounds the length of a URL ParseURL accepts.
+const maxURLInput = 16 << 10
+
+// HTTPSchemes are the schemes ParseURL accepts, with their default ports.
+var HTTPSchemes = map[string]int{"http": 80, "https": 443}
+
+// URL is a parsed absolute URL with a canonical host.
+type URL struct {
+	Scheme   string // lower-case
+	Host     Host
+	Port     int    // explicit port, or the scheme's default
+	Path     string // escaped path as given ("/" when empty); dot segments are NOT resolved
+	RawQuery string // query without '?', as given; the fragment is dropped
+}
+
+// Authority returns "host:port" (IPv6 in brackets), always with the port.
+func (u URL) Authority() string { return u.Host.HostPort(u.Port) }
+
+// String returns the URL in canonical form; the port is omitted when it is
+// the default of a scheme in HTTPSchemes.
+func (u URL) String() string {
+	var b strings.Builder
+	b.Grow(len(u.Scheme) + 3 + len(u.Host.name) + 8 + len(u.Path) + 1 + len(u.RawQuery))
+	b.WriteString(u.Scheme)
+	b.WriteString("://")
+	b.WriteString(u.Host.URLHost())
+	if def, ok := HTTPSchemes[u.Scheme]; !ok || def != u.Port {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(u.Port))
+	}
+	b.WriteString(u.Path)
+	if u.RawQuery != "" {
+		b.WriteByte('?')
+		b.WriteString(u.RawQuery)
+	}
+	return b.String()
+}
+
+// ParseURL parses an absolute http or https URL strictly (see ParseURLScheme).
+func ParseURL(raw string) (URL, error) {
+	return ParseURLScheme(raw, HTTPSchemes)
+}
+
+// ParseURLScheme parses an absolute URL "scheme://authority[/path][?query][#fragment]"
+// whose scheme is a key of schemes; the value is the scheme's default port
+// (0: the URL must name a port). It rejects userinfo (any '@' in the
+// authority), backslashes, control characters and whitespace anywhere, a
+// scheme not followed by "//", a host ParseHost rejects, an invalid port, and
+// any URL Go's net/url would parse to a different scheme or authority.
+func ParseURLScheme(raw string, schemes map[string]int) (URL, error) {
+	if len(raw) > maxURLInput {
+		return URL{}, newParseError(ErrInvalidURL, raw, "too long")
+	}
+	if why := checkRaw(raw, false); why != "" {
+		return URL{}, newParseError(ErrInvalidURL, raw, why)
+	}
+	colon := strings.IndexByte(raw, ':')
+	if colon <= 0 || !validScheme(raw[:colon]) {
+		return URL{}, newParseError(ErrInvalidURL, raw, "missing or invalid scheme")
+	}
+	scheme := strings.ToLower(raw[:colon])
+	defPort, ok := schemes[scheme]
+	if !ok {
+		return URL{}, newParseError(ErrInvalidURL, raw, "scheme "+strconv.Quote(scheme)+" is not allowed")
+	}
+	rest := raw[colon+1:]
+	if !strings.HasPrefix(rest, "//") {
+		return URL{}, newParseError(ErrInvalidURL, raw, "scheme must be followed by \"//\"")
+	}
+	rest = rest[2:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority := rest[:end]
+	if strings.IndexByte(authority, '@') >= 0 {
+		return URL{}, newParseError(ErrInvalidURL, raw, "userinfo is not allowed")
+	}
+	host, port, err := ParseAuthority(authority, defPort)
+	if err != nil {
+		return URL{}, wrapParseError(ErrInvalidURL, raw, err)
+	}
+	rest = rest[end:]
+	if i := strings.IndexByte(rest, '#'); i >= 0 {
+		rest = rest[:i]
+	}
+	path, query, _ := strings.Cut(rest, "?")
+	if path == "" {
+		path = "/"
+	}
+	// Cross-check with the parser http.Transport uses: it must see the same
+	// scheme and authority, and accept the path and query escapes.
+	gu, gerr := url.Parse(raw)
+	if gerr != nil || gu.Opaque != "" || gu.User != nil ||
+		!strings.EqualFold(gu.Scheme, scheme) || gu.Host != authority {
+		return URL{}, newParseError(ErrInvalidURL, raw, "ambiguous URL")
+	}
+	return URL{Scheme: scheme, Host: host, Port: port, Path: path, RawQuery: query}, nil
+}
+
+func validScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// ParseAuthority parses "host[:port]" as found in a CONNECT request target, a
+// Host header or a URL authority. IPv6 must be in brackets. When the port is
+// absent, defaultPort is used; when defaultPort is 0 a port is required
+// (ErrPortRequired). Ports are 1..65535, decimal digits only, without sign or
+// leading zeros; "host:" (empty port) is rejected.
+func ParseAuthority(hostport string, defaultPort int) (Host, int, error) {
+	if hostport == "" {
+		return Host{}, 0, newParseError(ErrInvalidHost, hostport, "empty host")
+	}
+	hostPart, portPart, hasPort := hostport, "", false
+	if hostport[0] == '[' {
+		i := strings.IndexByte(hostport, ']')
+		if i < 0 {
+			return Host{}, 0, newParseError(ErrInvalidHost, hostport, "unbalanced '['")
+		}
+		hostPart = hostport[:i+1]
+		switch tail := hostport[i+1:]; {
+		case tail == "":
+		case tail[0] == ':':
+			portPart, hasPort = tail[1:], true
+		default:
+			return Host{}, 0, newParseError(ErrInvalidHost, hostport, "text after ']'")
+		}
+	} else if i := strings.IndexByte(hostport, ':'); i >= 0 {
+		if strings.IndexByte(hostport[i+1:], ':') >= 0 {
+			return Host{}, 0, newParseError(ErrInvalidHost, hostport, "IPv6 address must be in brackets")
+		}
+		hostPart, portPart, hasPort = hostport[:i], hostport[i+1:], true
+	}
+	var port int
+	if hasPort {
+		p, ok := parsePort(portPart)
+		if !ok {
+			return Host{}, 0, newParseError(ErrInvalidPort, hostport, "port must be 1-65535 in plain decimal")
+		}
+		port = p
+	} else {
+		if defaultPort == 0 {
+			return Host{}, 0, newParseError(ErrPortRequired, hostport, "a port is required")
+		}
+		if defaultPort < 1 || defaultPort > 65535 {
+			return Host{}, 0, newParseError(ErrInvalidPort, hostport, "default port out of range")
+		}
+		port = defaultPort
+	}
+	h, err := ParseHost(hostPart)
+	if err != nil {
+		return Host{}, 0, err
+	}
+	return h, port, nil
+}
+
+func parsePort(s string) (int, bool) {
+	if s == "" || len(s) > 5 || s[0] == '0' {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, n >= 1 && n <= 65535
+}
