@@ -76,6 +76,9 @@ type Decision struct {
 	Rule           string `json:"rule"`
 	Reason         string `json:"reason"`
 	EscalatedRoles []Role `json:"escalatedRoles,omitempty"`
+	// Detail is for the audit record only (it may name host paths or the
+	// underlying error); never show it to the agent.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Request is one tool call as the agent made it. Args are the decoded JSON

@@ -1,0 +1,528 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// tool is one annotated tool, prepared at load.
+type tool struct {
+	server, name string
+	ann          ToolAnnotation
+	index        map[string]int // argument name → position in ann.Args
+	conditional  bool
+	static       *resolvedRoles // when no argument is conditional
+}
+
+// resolvedRoles are a tool's roles for one call (conditional specs applied).
+type resolvedRoles struct {
+	perArg   []roleSet
+	first    []Role // first resource role of each argument ("" when none)
+	all      roleSet
+	distinct []Role // distinct resource roles in argument order
+	anyPath  bool
+	anyValue bool // some argument has a path, URL or identifier role
+}
+
+func (t *tool) resolve(args map[string]any) resolvedRoles {
+	rr := resolvedRoles{perArg: make([]roleSet, len(t.ann.Args)), first: make([]Role, len(t.ann.Args))}
+	for i, a := range t.ann.Args {
+		roles := a.Spec.Default
+		for _, w := range a.Spec.When {
+			if w.Condition.holds(args) {
+				roles = w.Roles
+				break
+			}
+		}
+		for _, r := range roles {
+			rr.perArg[i].add(r)
+			rr.all.add(r)
+			d := roleDef(r)
+			if d == nil || !d.ResourceIdentifier {
+				if d != nil && d.Category != CategoryOpaque {
+					rr.anyValue = true
+				}
+				continue
+			}
+			if rr.first[i] == "" {
+				rr.first[i] = r
+			}
+			rr.anyValue = true
+			if d.Category == CategoryPath {
+				rr.anyPath = true
+			}
+			if !contains(rr.distinct, r) {
+				rr.distinct = append(rr.distinct, r)
+			}
+		}
+	}
+	return rr
+}
+
+// holds evaluates a condition like the original: equals is strict equality,
+// in is membership, is tests presence or JavaScript truthiness.
+func (c ArgCondition) holds(args map[string]any) bool {
+	v, present := args[c.Arg]
+	switch {
+	case c.Equals != nil:
+		return present && strictEqual(v, c.Equals)
+	case c.In != nil:
+		if !present {
+			return false
+		}
+		for _, x := range c.In {
+			if strictEqual(v, x) {
+				return true
+			}
+		}
+		return false
+	}
+	switch c.Is {
+	case "present":
+		return present && v != nil
+	case "absent":
+		return !present || v == nil
+	case "truthy":
+		return present && truthy(v)
+	case "falsy":
+		return !present || !truthy(v)
+	}
+	return false
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func strictEqual(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	}
+	fa, ok1 := toFloat(a)
+	fb, ok2 := toFloat(b)
+	return ok1 && ok2 && fa == fb
+}
+
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case string:
+		return x != ""
+	}
+	if f, ok := toFloat(v); ok {
+		return f != 0 && !math.IsNaN(f)
+	}
+	return true
+}
+
+// argVal holds the canonical values of one argument.
+type argVal struct {
+	canon   []string      // canonical strings (realpath, URL, lower-cased identifier)
+	domains []domainValue // URL roles: one per canonical value
+	named   []string      // git remote names still to resolve
+	absent  bool          // missing, null or ""
+	changed bool          // canonical form differs from the request
+}
+
+// call is the state of one evaluation.
+type call struct {
+	e        *Engine
+	ctx      context.Context
+	req      Request
+	t        *tool
+	rr       *resolvedRoles
+	vals     []argVal
+	cache    []pathPair // per-call canonicalisation cache
+	resolved roleSet    // roles discharged by sandbox containment
+	push     *PushPlan
+	policy   map[string]any // set when a policy value differs from transport
+}
+
+type pathPair struct{ raw, canon string }
+
+// canonicalPath canonicalises raw at most once per call.
+func (c *call) canonicalPath(raw string) (string, error) {
+	for _, p := range c.cache {
+		if p.raw == raw {
+			return p.canon, nil
+		}
+	}
+	canon, err := c.e.canon.canonical(raw)
+	if err != nil {
+		return "", err
+	}
+	c.cache = append(c.cache, pathPair{raw, canon})
+	return canon, nil
+}
+
+func (c *call) result(d Decision) Evaluation {
+	ev := Evaluation{Decision: d, Transport: c.req.Args, Policy: c.req.Args, Push: c.push}
+	changed := false
+	for i := range c.vals {
+		if c.vals[i].changed {
+			changed = true
+			break
+		}
+	}
+	if changed {
+		ev.Transport = make(map[string]any, len(c.req.Args))
+		for k, v := range c.req.Args {
+			ev.Transport[k] = v
+		}
+		for i, a := range c.t.ann.Args {
+			v := &c.vals[i]
+			if !v.changed {
+				continue
+			}
+			if _, isArr := c.req.Args[a.Name].([]any); isArr {
+				arr := make([]any, len(v.canon))
+				for j, s := range v.canon {
+					arr[j] = s
+				}
+				ev.Transport[a.Name] = arr
+			} else if len(v.canon) == 1 {
+				ev.Transport[a.Name] = v.canon[0]
+			}
+		}
+		ev.Policy = ev.Transport
+	}
+	if c.policy != nil {
+		p := make(map[string]any, len(ev.Transport)+len(c.policy))
+		for k, v := range ev.Transport {
+			p[k] = v
+		}
+		for k, v := range c.policy {
+			p[k] = v
+		}
+		ev.Policy = p
+	}
+	return ev
+}
+
+func (c *call) deny(rule, reason, detail string) (Evaluation, bool) {
+	return c.result(Decision{Status: Deny, Rule: rule, Reason: reason, Detail: detail}), true
+}
+
+// prepare canonicalises every path, URL and identifier value.
+func (c *call) prepare() (Evaluation, bool) {
+	if !c.rr.anyValue {
+		return Evaluation{}, false
+	}
+	c.vals = make([]argVal, len(c.t.ann.Args))
+	for i, a := range c.t.ann.Args {
+		role := c.rr.first[i]
+		if role == "" {
+			continue
+		}
+		def := roleDef(role)
+		raw, present := c.req.Args[a.Name]
+		v := &c.vals[i]
+		var strs []string
+		switch x := raw.(type) {
+		case nil:
+			v.absent = true
+			continue
+		case string:
+			if x == "" && def.Category != CategoryPath {
+				v.absent = true
+				continue
+			}
+			strs = []string{x}
+		case []any:
+			strs = make([]string, 0, len(x))
+			for j, e := range x {
+				s, ok := e.(string)
+				if !ok {
+					return c.deny(RuleInvalidArgument, fmt.Sprintf("argument %s[%d] must be a string", a.Name, j), "")
+				}
+				strs = append(strs, s)
+			}
+		default:
+			_ = present
+			return c.deny(RuleInvalidArgument, fmt.Sprintf("argument %q must be a string or an array of strings", a.Name), "")
+		}
+		v.canon = make([]string, 0, len(strs))
+		for _, s := range strs {
+			switch def.Canonicalisation {
+			case CanonRealpath:
+				p, err := c.canonicalPath(s)
+				if err != nil {
+					return c.deny(RuleInvalidArgument, fmt.Sprintf("argument %q is not a usable path: %s", a.Name, safePathErr(err)), err.Error())
+				}
+				v.canon = append(v.canon, p)
+				v.changed = v.changed || p != s
+			case CanonURL:
+				u, d, err := fetchDomain(s)
+				if err != nil {
+					return c.deny(RuleInvalidArgument, fmt.Sprintf("argument %q is not an acceptable URL: %s", a.Name, unwrapParse(err)), "")
+				}
+				v.canon = append(v.canon, u)
+				v.domains = append(v.domains, d)
+				v.changed = v.changed || u != s
+			case CanonGitRemote:
+				if isRemoteName(s) {
+					v.named = append(v.named, s)
+					continue
+				}
+				r, err := ParseGitRemoteURL(s)
+				if err != nil {
+					return c.deny(RuleInvalidArgument, fmt.Sprintf("argument %q: %v", a.Name, err), "")
+				}
+				v.canon = append(v.canon, r.URL())
+				v.domains = append(v.domains, r.domain())
+			case CanonLowercase:
+				l := strings.ToLower(s)
+				v.canon = append(v.canon, l)
+				v.changed = v.changed || l != s
+			default:
+				v.canon = append(v.canon, s)
+			}
+		}
+	}
+	return Evaluation{}, false
+}
+
+// safePathErr describes a canonicalisation failure without host details.
+func safePathErr(err error) string {
+	switch err {
+	case errPathControl, errPathTooLong, errPathRelative, errPathNoHome, errPathLoop:
+		return err.Error()
+	}
+	return "it cannot be resolved"
+}
+
+// pathValues returns the canonical values of the arguments carrying role.
+func (c *call) pathValues(roles roleSet, out []string) []string {
+	for i := range c.vals {
+		if c.rr.perArg[i]&roles != 0 {
+			out = append(out, c.vals[i].canon...)
+		}
+	}
+	return out
+}
+
+// checkProtected denies any path value inside a protected path (unless the
+// protected path contains the sandbox and the value lies in the sandbox),
+// and writes or deletes of git metadata and environment files.
+func (c *call) checkProtected() (Evaluation, bool) {
+	if !c.rr.anyPath {
+		return Evaluation{}, false
+	}
+	sb := c.e.canon.sandbox
+	for i := range c.vals {
+		first := c.rr.first[i]
+		if first == "" || roleDef(first).Category != CategoryPath {
+			continue
+		}
+		writes := false
+		for _, r := range roleList {
+			if r.destructivePathWrite && c.rr.perArg[i].has(r.Role) {
+				writes = true
+			}
+		}
+		for _, p := range c.vals[i].canon {
+			for _, pp := range c.e.protect {
+				if within(p, pp) && !(sb != "" && within(sb, pp) && within(p, sb)) {
+					return c.deny(RuleProtectedPath, reasonProtectedPath, "protected path: "+p)
+				}
+			}
+			if writes && isProtectedRepoFile(p) {
+				return c.deny(RuleProtectedPath, reasonProtectedInRepo, "protected file: "+p)
+			}
+		}
+	}
+	return Evaluation{}, false
+}
+
+// isProtectedRepoFile reports whether a path names something that makes git
+// or a shell run code: anything under a .git directory, .gitmodules,
+// .gitattributes, .envrc and .env. Components are compared
+// case-insensitively after removing what Windows file systems ignore
+// (trailing dots and spaces, an NTFS stream suffix), and 8.3 short names
+// (GIT~1, GITMOD~1, GITATT~1) count as the long ones.
+func isProtectedRepoFile(p string) bool {
+	for p != "" {
+		var comp string
+		if i := strings.IndexByte(p, '/'); i >= 0 {
+			comp, p = p[:i], p[i+1:]
+		} else {
+			comp, p = p, ""
+		}
+		if comp == "" {
+			continue
+		}
+		switch normComponent(comp) {
+		case ".git", ".gitmodules", ".gitattributes", ".envrc", ".env":
+			return true
+		}
+	}
+	return false
+}
+
+func normComponent(c string) string {
+	if i := strings.Index(c, "::"); i >= 0 {
+		c = c[:i]
+	}
+	c = strings.TrimRight(c, ". ")
+	c = strings.ToLower(c)
+	if i := strings.IndexByte(c, '~'); i > 0 && i+1 < len(c) && allDigits(c[i+1:]) {
+		switch c[:i] {
+		case "git":
+			return ".git"
+		case "gitmod":
+			return ".gitmodules"
+		case "gitatt":
+			return ".gitattributes"
+		}
+	}
+	return c
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isPRMerge reports whether a tool name says it merges a pull or merge
+// request (merge_pull_request, pr_merge, mergePullRequest, accept_merge_request,
+// enable_pr_auto_merge, ...), on any server.
+func isPRMerge(tool string) bool {
+	words := splitWords(tool)
+	merge, pr := false, false
+	for i, w := range words {
+		switch w {
+		case "merge", "merges", "merged", "automerge":
+			merge = true
+			if i+1 < len(words) && words[i+1] == "request" {
+				pr = true
+			}
+		case "pr", "prs", "pull", "pulls", "mr", "mrs":
+			pr = true
+		}
+	}
+	return merge && pr
+}
+
+// splitWords splits snake_case, kebab-case, dotted and camelCase names into
+// lower-case words.
+func splitWords(s string) []string {
+	var words []string
+	var cur []byte
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, string(cur))
+			cur = cur[:0]
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case ch >= 'A' && ch <= 'Z':
+			if i > 0 && s[i-1] >= 'a' && s[i-1] <= 'z' {
+				flush()
+			}
+			cur = append(cur, ch+'a'-'A')
+		case ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9':
+			cur = append(cur, ch)
+		default:
+			flush()
+		}
+	}
+	flush()
+	return words
+}
+
+// sandboxContainment marks the sandbox-safe path roles whose values all lie
+// in the sandbox (filesystem and git servers only).
+func (c *call) sandboxContainment() {
+	sb := c.e.canon.sandbox
+	if sb == "" || !c.rr.anyPath || (c.req.Server != "filesystem" && c.req.Server != "git") {
+		return
+	}
+	anyValue := false
+	for i := range c.vals {
+		if len(c.vals[i].canon) > 0 && c.rr.first[i] != "" && roleDef(c.rr.first[i]).Category == CategoryPath {
+			anyValue = true
+		}
+	}
+	if !anyValue {
+		return
+	}
+	var buf [8]string
+	for _, r := range c.rr.distinct {
+		d := roleDef(r)
+		if d.Category != CategoryPath || !d.SandboxSafe {
+			continue
+		}
+		vals := c.pathValues(setOf1(r), buf[:0])
+		if len(vals) == 0 {
+			continue
+		}
+		all := true
+		for _, p := range vals {
+			if !within(p, sb) {
+				all = false
+				break
+			}
+		}
+		if all {
+			c.resolved.add(r)
+		}
+	}
+}
+
+func setOf1(r Role) roleSet {
+	var s roleSet
+	s.add(r)
+	return s
+}
+
+// domainGate escalates a URL whose domain the server's allowlist lacks.
+func (c *call) domainGate() (Evaluation, bool) {
+	allow, ok := c.e.allow[c.req.Server]
+	if !ok {
+		return Evaluation{}, false
+	}
+	for i := range c.vals {
+		first := c.rr.first[i]
+		if first == "" || roleDef(first).Category != CategoryURL {
+			continue
+		}
+		for _, d := range c.vals[i].domains {
+			if !matchDomain(allow, d) {
+				return c.result(Decision{Status: Escalate, Rule: RuleDomainEscalate,
+					Reason:         fmt.Sprintf("URL domain %q is not in the allowlist for server %q", d.String(), c.req.Server),
+					EscalatedRoles: []Role{first}}), true
+			}
+		}
+	}
+	return Evaluation{}, false
+}

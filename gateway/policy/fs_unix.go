@@ -1,0 +1,68 @@
+//go:build unix
+
+package policy
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// osFS is the real filesystem. Lstat goes straight to the system call so
+// that a call allocates no FileInfo.
+type osFS struct{}
+
+func (osFS) Lstat(name string) (fs.FileMode, error) {
+	var st syscall.Stat_t
+	for {
+		err := syscall.Lstat(name, &st)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, &fs.PathError{Op: "lstat", Path: name, Err: err}
+		}
+		break
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFLNK:
+		return fs.ModeSymlink, nil
+	case syscall.S_IFDIR:
+		return fs.ModeDir, nil
+	case syscall.S_IFREG:
+		return 0, nil
+	}
+	return fs.ModeIrregular, nil
+}
+
+func (osFS) Readlink(name string) (string, error) { return os.Readlink(name) }
+
+func isNotDir(err error) bool { return errors.Is(err, syscall.ENOTDIR) }
+
+// fingerprint identifies one version of a file for the resolver cache.
+type fingerprint struct {
+	exists   bool
+	dev, ino uint64
+	size     int64
+	mtime    int64
+	ctime    int64
+	mode     uint32
+}
+
+func statFingerprint(name string) (fingerprint, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(name, &st); err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
+			return fingerprint{}, true
+		}
+		return fingerprint{}, false
+	}
+	return fingerprint{exists: true, dev: uint64(st.Dev), ino: uint64(st.Ino), size: st.Size,
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), mode: uint32(st.Mode)}, true
+}
+
+// racy reports whether the file changed at or after limit (unix ns).
+func (f fingerprint) racy(limit int64) bool {
+	return f.exists && (f.mtime >= limit || f.ctime >= limit)
+}

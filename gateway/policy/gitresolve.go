@@ -1,0 +1,333 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"ironcurtain.dev/gateway/internal/gitexec"
+)
+
+// DefaultGitTimeout bounds each git run made to resolve a remote.
+const DefaultGitTimeout = 5 * time.Second
+
+// Resolution cache parameters. An entry is reused only while every file it
+// depends on has the same inode, size, mtime and ctime; entries whose files
+// changed less than racyWindow before the resolution started are never
+// stored (a write inside one timestamp tick could otherwise go unnoticed,
+// the "racy git" problem).
+const (
+	maxResolverCache = 256
+	racyWindow       = 2 * time.Second
+)
+
+// ErrRemote is wrapped by every remote resolution failure.
+var ErrRemote = errors.New("cannot resolve git remote")
+
+// RemoteResolution is what a repository says about one remote.
+type RemoteResolution struct {
+	Repo gitexec.Repo
+	// Remote is the remote's name ("" when the caller gave a URL).
+	Remote string
+	// URLs are the push URLs (for a push) or fetch URLs, parsed; every one
+	// must pass policy.
+	URLs []GitRemote
+	// PushRefspecs are the remote's configured remote.<name>.push values.
+	PushRefspecs []string
+	// Mirror is remote.<name>.mirror.
+	Mirror bool
+	// Branch is the current branch's short name ("" when HEAD is detached).
+	Branch string
+}
+
+// GitResolver resolves named remotes by running hardened git (no shell, a
+// timeout, system and global config off) in repositories inside a sandbox,
+// refusing repositories whose config defines executable settings. It caches
+// results keyed by the files they depend on. It is safe for concurrent use.
+type GitResolver struct {
+	timeout time.Duration
+	run     func(ctx context.Context, o gitexec.Options, args ...string) (gitexec.Result, error)
+	now     func() time.Time
+
+	mu    sync.Mutex
+	cache map[resolveKey]*resolveEntry
+}
+
+// NewGitResolver returns a resolver whose git runs time out after timeout
+// (DefaultGitTimeout when zero).
+func NewGitResolver(timeout time.Duration) *GitResolver {
+	if timeout <= 0 {
+		timeout = DefaultGitTimeout
+	}
+	return &GitResolver{timeout: timeout, run: gitexec.Run, now: time.Now, cache: map[resolveKey]*resolveEntry{}}
+}
+
+var defaultResolver = NewGitResolver(DefaultGitTimeout)
+
+// ResolvePushRemote returns where a push to the named remote from the
+// repository at repoDir goes: `git remote get-url --push --all` (pushurl and
+// pushInsteadOf included), every URL parsed strictly. name "" selects the
+// default push remote the way git does (branch.<b>.pushRemote,
+// remote.pushDefault, branch.<b>.remote, then origin). repoDir and sandbox
+// must be canonical; the repository must lie inside sandbox.
+func ResolvePushRemote(ctx context.Context, repoDir, sandbox, name string) (RemoteResolution, error) {
+	return defaultResolver.Resolve(ctx, repoDir, sandbox, name, true)
+}
+
+// ResolveFetchRemote is ResolvePushRemote for fetch and pull: the remote's
+// fetch URLs (`git remote get-url --all`); name "" selects branch.<b>.remote,
+// then origin.
+func ResolveFetchRemote(ctx context.Context, repoDir, sandbox, name string) (RemoteResolution, error) {
+	return defaultResolver.Resolve(ctx, repoDir, sandbox, name, false)
+}
+
+type resolveKey struct {
+	gitDir string
+	name   string
+	push   bool
+}
+
+type resolveEntry struct {
+	res   RemoteResolution
+	files []string
+	fps   []fingerprint
+}
+
+// Resolve resolves name (a remote name, or "" for the default) in the
+// repository containing repoDir.
+func (g *GitResolver) Resolve(ctx context.Context, repoDir, sandbox, name string, push bool) (RemoteResolution, error) {
+	if name != "" && !isRemoteName(name) {
+		return RemoteResolution{}, fmt.Errorf("%w: %s is not a remote name", ErrRemote, quoteShort(name))
+	}
+	if sandbox == "" {
+		return RemoteResolution{}, fmt.Errorf("%w: no sandbox is configured", ErrRemote)
+	}
+	repo, err := gitexec.FindRepo(repoDir, sandbox)
+	if err != nil {
+		return RemoteResolution{}, fmt.Errorf("%w: %w", ErrRemote, err)
+	}
+	if !repo.Within(sandbox) {
+		return RemoteResolution{}, fmt.Errorf("%w: the repository's git directory is outside the sandbox", ErrRemote)
+	}
+	key := resolveKey{gitDir: repo.GitDir, name: name, push: push}
+	if res, ok := g.cached(key); ok {
+		return res, nil
+	}
+	start := g.now()
+	res, files, err := g.resolve(ctx, repo, name, push)
+	if err != nil {
+		return RemoteResolution{}, err
+	}
+	g.store(key, res, files, start)
+	return res, nil
+}
+
+func (g *GitResolver) cached(key resolveKey) (RemoteResolution, bool) {
+	g.mu.Lock()
+	e := g.cache[key]
+	g.mu.Unlock()
+	if e == nil {
+		return RemoteResolution{}, false
+	}
+	for i, f := range e.files {
+		fp, ok := statFingerprint(f)
+		if !ok || fp != e.fps[i] {
+			return RemoteResolution{}, false
+		}
+	}
+	return e.res, true
+}
+
+func (g *GitResolver) store(key resolveKey, res RemoteResolution, files []string, start time.Time) {
+	fps := make([]fingerprint, len(files))
+	limit := start.Add(-racyWindow).UnixNano()
+	for i, f := range files {
+		fp, ok := statFingerprint(f)
+		if !ok || fp.racy(limit) {
+			return
+		}
+		fps[i] = fp
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.cache) >= maxResolverCache {
+		for k := range g.cache { // evict an arbitrary entry
+			delete(g.cache, k)
+			break
+		}
+	}
+	g.cache[key] = &resolveEntry{res: res, files: files, fps: fps}
+}
+
+// resolve does the work and returns the files the result depends on.
+func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name string, push bool) (RemoteResolution, []string, error) {
+	o := repo.Options()
+	o.Timeout = g.timeout
+	res := RemoteResolution{Repo: repo}
+	files := []string{filepath.Join(repo.GitDir, "HEAD"), filepath.Join(repo.CommonDir, "config"),
+		filepath.Join(repo.GitDir, "config.worktree"), filepath.Join(repo.CommonDir, "config.worktree")}
+
+	out, err := g.run(ctx, o, "config", "--list", "-z", "--show-scope", "--no-includes")
+	var entries []gitexec.Entry
+	if err != nil {
+		var ge *gitexec.Error
+		if !errors.As(err, &ge) || ge.ExitCode != 1 || len(out.Stdout) != 0 {
+			return res, nil, fmt.Errorf("%w: reading the repository config: %w", ErrRemote, err)
+		}
+	} else if entries, err = gitexec.ParseConfigList(out.Stdout); err != nil {
+		return res, nil, fmt.Errorf("%w: %w", ErrRemote, err)
+	}
+	if findings := gitexec.CheckConfig(entries); len(findings) > 0 {
+		keys := make([]string, len(findings))
+		for i, f := range findings {
+			keys[i] = f.Key
+		}
+		return res, nil, fmt.Errorf("%w: %w: %s", ErrRemote, gitexec.ErrExecutableConfig, strings.Join(keys, ", "))
+	}
+	cfg := configView(entries)
+
+	res.Branch, err = g.currentBranch(ctx, o, repo, cfg)
+	if err != nil {
+		return res, nil, fmt.Errorf("%w: %w", ErrRemote, err)
+	}
+	if name == "" {
+		name = defaultRemote(cfg, res.Branch, push)
+	}
+	res.Remote = name
+	files = append(files, filepath.Join(repo.CommonDir, "remotes", name), filepath.Join(repo.CommonDir, "branches", name))
+	if b, ok := cfg.last("remote." + name + ".mirror"); ok && gitBool(b) {
+		res.Mirror = true
+	}
+	res.PushRefspecs = cfg.all("remote." + name + ".push")
+
+	args := []string{"remote", "get-url", "--all"}
+	if push {
+		args = append(args, "--push")
+	}
+	out, err = g.run(ctx, o, append(args, "--", name)...)
+	if err != nil {
+		return res, nil, fmt.Errorf("%w: %q: %w", ErrRemote, name, err)
+	}
+	for _, line := range strings.Split(strings.TrimRight(string(out.Stdout), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		u, err := ParseGitRemoteURL(line)
+		if err != nil {
+			return res, nil, fmt.Errorf("%w: remote %q: %w", ErrRemote, name, err)
+		}
+		res.URLs = append(res.URLs, u)
+	}
+	if len(res.URLs) == 0 {
+		return res, nil, fmt.Errorf("%w: remote %q has no URL", ErrRemote, name)
+	}
+	return res, files, nil
+}
+
+// currentBranch reads HEAD. With the files ref backend HEAD is a small file
+// "ref: refs/heads/<b>" (or an object id when detached); other backends are
+// asked through git symbolic-ref.
+func (g *GitResolver) currentBranch(ctx context.Context, o gitexec.Options, repo gitexec.Repo, cfg configView) (string, error) {
+	if v, ok := cfg.last("extensions.refstorage"); ok && !strings.EqualFold(v, "files") {
+		out, err := g.run(ctx, o, "symbolic-ref", "-q", "HEAD")
+		if err != nil {
+			var ge *gitexec.Error
+			if errors.As(err, &ge) && ge.ExitCode == 1 {
+				return "", nil
+			}
+			return "", fmt.Errorf("reading HEAD: %w", err)
+		}
+		return branchFromRef(strings.TrimSpace(string(out.Stdout)))
+	}
+	head := filepath.Join(repo.GitDir, "HEAD")
+	fi, err := os.Lstat(head)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 1024 {
+		return "", errors.New("HEAD is missing or not a regular file")
+	}
+	b, err := os.ReadFile(head)
+	if err != nil {
+		return "", fmt.Errorf("reading HEAD: %w", err)
+	}
+	s := string(bytes.TrimRight(b, "\n"))
+	if ref, ok := strings.CutPrefix(s, "ref: "); ok {
+		return branchFromRef(ref)
+	}
+	if isHexID(s) {
+		return "", nil
+	}
+	return "", errors.New("HEAD is malformed")
+}
+
+func branchFromRef(ref string) (string, error) {
+	b, ok := strings.CutPrefix(ref, "refs/heads/")
+	if !ok || !validRefName(b, true, false) {
+		return "", errors.New("HEAD does not point to a branch")
+	}
+	return b, nil
+}
+
+// defaultRemote picks the remote git uses when none is named.
+func defaultRemote(cfg configView, branch string, push bool) string {
+	if branch != "" && push {
+		if v, ok := cfg.last("branch." + branch + ".pushremote"); ok && isRemoteName(v) {
+			return v
+		}
+	}
+	if push {
+		if v, ok := cfg.last("remote.pushdefault"); ok && isRemoteName(v) {
+			return v
+		}
+	}
+	if branch != "" {
+		if v, ok := cfg.last("branch." + branch + ".remote"); ok && isRemoteName(v) {
+			return v
+		}
+	}
+	return "origin"
+}
+
+// configView looks values up in `git config --list` entries. Keys are
+// compared with the section and variable name case-insensitive and the
+// subsection exact, as git does.
+type configView []gitexec.Entry
+
+func (c configView) all(key string) []string {
+	var out []string
+	for _, e := range c {
+		if e.Scope != "command" && sameKey(e.Key, key) {
+			out = append(out, e.Value)
+		}
+	}
+	return out
+}
+
+func (c configView) last(key string) (string, bool) {
+	v := c.all(key)
+	if len(v) == 0 {
+		return "", false
+	}
+	return v[len(v)-1], true
+}
+
+func sameKey(a, b string) bool {
+	ai, aj := strings.IndexByte(a, '.'), strings.LastIndexByte(a, '.')
+	bi, bj := strings.IndexByte(b, '.'), strings.LastIndexByte(b, '.')
+	if ai < 0 || bi < 0 {
+		return strings.EqualFold(a, b)
+	}
+	return strings.EqualFold(a[:ai], b[:bi]) && strings.EqualFold(a[aj:], b[bj:]) && a[ai:aj] == b[bi:bj]
+}
+
+func gitBool(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "yes", "on", "1":
+		return true
+	}
+	return false
+}

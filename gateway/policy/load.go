@@ -1,0 +1,275 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// LoadDir reads compiled-policy.json, dynamic-lists.json (optional) and
+// tool-annotations.json (from dir, else s.AnnotationsFile, else only the
+// annotations declared in s) and builds the engine. When s.ShadowPolicyDir
+// is set, that directory is loaded the same way and attached as a
+// report-only shadow. The policy directories and the annotations file are
+// added to the protected paths.
+func LoadDir(dir string, s Settings) (*Engine, error) {
+	e, err := loadDir(dir, s)
+	if err != nil {
+		return nil, err
+	}
+	if s.ShadowPolicyDir != "" {
+		shadow, err := loadDir(s.ShadowPolicyDir, s)
+		if err != nil {
+			return nil, fmt.Errorf("loading shadow policy: %w", err)
+		}
+		e.shadow = shadow
+	}
+	return e, nil
+}
+
+func loadDir(dir string, s Settings) (*Engine, error) {
+	read := func(name string, optional bool) ([]byte, string, error) {
+		path := filepath.Join(dir, name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			if optional && errors.Is(err, os.ErrNotExist) {
+				return nil, path, nil
+			}
+			return nil, path, fmt.Errorf("loading policy: %w", err)
+		}
+		return b, path, nil
+	}
+	b, path, err := read(CompiledPolicyFile, false)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := ParseCompiledPolicy(path, b)
+	if err != nil {
+		return nil, fmt.Errorf("loading policy: %w", err)
+	}
+	var lists *DynamicLists
+	if b, path, err = read(DynamicListsFile, true); err != nil {
+		return nil, err
+	} else if b != nil {
+		if lists, err = ParseDynamicLists(path, b); err != nil {
+			return nil, fmt.Errorf("loading policy: %w", err)
+		}
+	}
+	var ann *Annotations
+	b, path, err = read(AnnotationsFile, true)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil && s.AnnotationsFile != "" {
+		path = s.AnnotationsFile
+		if b, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("loading tool annotations: %w", err)
+		}
+	}
+	if b != nil {
+		if ann, err = ParseAnnotations(path, b); err != nil {
+			return nil, fmt.Errorf("loading tool annotations: %w", err)
+		}
+	}
+	s.ProtectedPaths = append([]string(nil), s.ProtectedPaths...)
+	for _, p := range []string{dir, s.AnnotationsFile, s.ShadowPolicyDir} {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("loading policy: %w", err)
+		}
+		s.ProtectedPaths = append(s.ProtectedPaths, abs)
+	}
+	e, err := newEngine(pol, ann, lists, s, fileNames{
+		policy: filepath.Join(dir, CompiledPolicyFile), lists: filepath.Join(dir, DynamicListsFile), ann: path,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading policy: %w", err)
+	}
+	return e, nil
+}
+
+type fileNames struct{ policy, lists, ann string }
+
+// New builds an engine from parsed artifacts. a and l may be nil. Errors
+// name the artifact and the JSON path, or the settings field.
+func New(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings) (*Engine, error) {
+	return newEngine(p, a, l, s, fileNames{policy: CompiledPolicyFile, lists: DynamicListsFile, ann: AnnotationsFile})
+}
+
+func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, files fileNames) (*Engine, error) {
+	if p == nil {
+		return nil, &FileError{File: files.policy, Err: errors.New("missing compiled policy")}
+	}
+	e := &Engine{tools: map[string]*tool{}, trusted: map[string]bool{}, allow: map[string][]domainPattern{}, fs: osFS{}}
+	if err := e.compileSettings(s); err != nil {
+		return nil, err
+	}
+	if err := e.compileAnnotations(a, s.Annotations, files.ann); err != nil {
+		return nil, err
+	}
+	if err := e.compileRules(p, l, files); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func settingsErr(field string, err error) error {
+	return &FileError{File: "settings", Path: field, Err: err}
+}
+
+func (e *Engine) compileSettings(s Settings) error {
+	home := s.home()
+	e.canon = pathCanon{home: home, fs: e.fs}
+	if s.Sandbox != "" {
+		lex, err := cleanAbs(s.Sandbox, home)
+		if err != nil {
+			return settingsErr("sandbox", err)
+		}
+		real, err := e.canon.canonical(lex)
+		if err != nil {
+			return settingsErr("sandbox", err)
+		}
+		e.canon.sandbox, e.canon.sandboxLex = real, lex
+	}
+	for i, pp := range s.ProtectedPaths {
+		lex, err := cleanAbs(pp, home)
+		if err != nil {
+			return settingsErr(fmt.Sprintf("protected_paths[%d]", i), err)
+		}
+		real, err := e.canon.canonical(lex)
+		if err != nil {
+			return settingsErr(fmt.Sprintf("protected_paths[%d]", i), err)
+		}
+		for _, p := range []string{real, lex} {
+			if !contains(e.protect, p) {
+				e.protect = append(e.protect, p)
+			}
+		}
+	}
+	for _, t := range s.TrustedServers {
+		e.trusted[t] = true
+	}
+	for _, server := range sortedKeys(s.DomainAllowlists) {
+		ps, err := parseDomainPatterns(s.DomainAllowlists[server])
+		if err != nil {
+			return settingsErr("domain_allowlists."+server, err)
+		}
+		e.allow[server] = ps
+	}
+	e.resolver = NewGitResolver(s.GitTimeout)
+	pc, err := NewPushChecker(e.canon.sandbox, s.ProtectedBranches, e.resolver)
+	if err != nil {
+		return settingsErr("", err)
+	}
+	e.push = pc
+	e.settings = s
+	return nil
+}
+
+func (e *Engine) compileAnnotations(a *Annotations, declared []ToolAnnotation, file string) error {
+	declaredKeys := map[string]bool{}
+	for i, t := range declared {
+		path := fmt.Sprintf("annotations[%d]", i)
+		if t.Server == "" {
+			return settingsErr(path+".serverName", errors.New("missing"))
+		}
+		if err := e.addTool(t.Server, t); err != nil {
+			return settingsErr(path, err)
+		}
+		declaredKeys[t.Server+"__"+t.Tool] = true
+	}
+	if a == nil {
+		return nil
+	}
+	for _, server := range sortedKeys(a.Servers) {
+		if server == "" || strings.Contains(server, "__") {
+			return &FileError{File: file, Path: "servers", Err: fmt.Errorf("invalid server name %q", server)}
+		}
+		sa := a.Servers[server]
+		if sa == nil {
+			continue
+		}
+		for i, t := range sa.Tools {
+			if declaredKeys[server+"__"+t.Tool] {
+				continue
+			}
+			if err := e.addTool(server, t); err != nil {
+				return fileErr(file, fmt.Sprintf("servers.%s.tools[%d]", server, i), err)
+			}
+		}
+	}
+	return nil
+}
+
+// addTool validates an annotation and registers it under server.
+func (e *Engine) addTool(server string, t ToolAnnotation) error {
+	if t.Tool == "" {
+		return &FileError{Path: "toolName", Err: errors.New("missing")}
+	}
+	key := server + "__" + t.Tool
+	if _, dup := e.tools[key]; dup {
+		return &FileError{Path: "toolName", Err: fmt.Errorf("duplicate tool %q", t.Tool)}
+	}
+	tl := &tool{server: server, name: t.Tool, ann: t, index: make(map[string]int, len(t.Args))}
+	tl.ann.Server = server
+	for i, arg := range t.Args {
+		if _, dup := tl.index[arg.Name]; dup {
+			return &FileError{Path: "args." + arg.Name, Err: errors.New("duplicate argument")}
+		}
+		tl.index[arg.Name] = i
+	}
+	for _, arg := range t.Args {
+		path := "args." + arg.Name
+		if err := checkRoles(arg.Spec.Default); err != nil {
+			return &FileError{Path: path, Err: err}
+		}
+		for j, w := range arg.Spec.When {
+			wp := fmt.Sprintf("%s.when[%d]", path, j)
+			if err := checkRoles(w.Roles); err != nil {
+				return &FileError{Path: wp + ".roles", Err: err}
+			}
+			if _, ok := tl.index[w.Condition.Arg]; !ok {
+				return &FileError{Path: wp + ".condition.arg", Err: fmt.Errorf("no argument %q", w.Condition.Arg)}
+			}
+			if w.Condition.Equals == nil && w.Condition.In == nil && w.Condition.Is == "" {
+				return &FileError{Path: wp + ".condition", Err: errors.New("one of equals, in and is must be set")}
+			}
+			tl.conditional = true
+		}
+	}
+	if !tl.conditional {
+		rr := tl.resolve(nil)
+		tl.static = &rr
+	}
+	e.tools[key] = tl
+	return nil
+}
+
+// checkRoles requires a non-empty list of registered roles that does not
+// mix path and URL roles (the value could not be canonicalised as both).
+func checkRoles(rs []Role) error {
+	if len(rs) == 0 {
+		return errors.New("must list at least one role")
+	}
+	var cats []Category
+	for _, r := range rs {
+		d := roleDef(r)
+		if d == nil {
+			return fmt.Errorf("unknown role %q", r)
+		}
+		if d.Category == CategoryPath || d.Category == CategoryURL {
+			if !contains(cats, d.Category) {
+				cats = append(cats, d.Category)
+			}
+		}
+	}
+	if len(cats) > 1 {
+		return errors.New("an argument cannot carry both path and URL roles")
+	}
+	return nil
+}

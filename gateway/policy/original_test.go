@@ -1,0 +1,104 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// originalScenario is one entry of the original's test-scenarios.json.
+type originalScenario struct {
+	Description string `json:"description"`
+	Request     struct {
+		ServerName string         `json:"serverName"`
+		ToolName   string         `json:"toolName"`
+		Arguments  map[string]any `json:"arguments"`
+	} `json:"request"`
+	Expected string `json:"expectedDecision"`
+}
+
+// knownDifferences lists the shipped scenarios where this engine is
+// deliberately stricter than the original (docs/policy.md explains each).
+var knownDifferences = map[string]string{
+	// The shipped scenario file records what the scenario generator wanted,
+	// not what the shipped compiled policy gives: on these the original
+	// engine decides exactly as we do (the escalate-*-outside-permitted rules
+	// escalate instead of denying; move_file inside Downloads is allowed by
+	// the three Downloads rules; git_remote add and the Downloads git rules
+	// are allowed; git_worktree has no rule for its write-path role).
+	"Get file info for a system file -- should be denied":                                           policyDisagrees,
+	"Read file from a system log -- should be denied":                                               policyDisagrees,
+	"Write file to Documents folder -- should be denied (read-only access)":                         policyDisagrees,
+	"Delete file from Documents folder by moving it out -- should be denied":                        policyDisagrees,
+	"Move file from sandbox to an arbitrary external location -- should be denied":                  policyDisagrees,
+	"Edit file in Documents folder -- should be denied (read-only policy)":                          policyDisagrees,
+	"Path traversal attempt to read /etc/shadow via sandbox path -- should be denied":               policyDisagrees,
+	"Create directory outside sandbox and permitted directories -- should be denied":                policyDisagrees,
+	"Read multiple files including one outside permitted areas -- should be denied":                 policyDisagrees,
+	"List directory with sizes for an arbitrary home folder -- should be denied":                    policyDisagrees,
+	"Write file to Documents folder -- should be denied (read-only policy, write not permitted)":    policyDisagrees,
+	"Delete file from Downloads folder directly (not via move) -- should be allowed":                policyDisagrees,
+	"Add a remote to a sandbox repo - requires human approval":                                      policyDisagrees,
+	"git_set_working_dir to Downloads folder - should be denied":                                    policyDisagrees,
+	"git_worktree add in Downloads - should be allowed since agent has full write access there":     policyDisagrees,
+	"git_worktree remove in Downloads - should be allowed since agent has full delete access there": policyDisagrees,
+	// Deliberate differences (docs/policy.md).
+	"Push to GitHub remote - requires human approval":                 "stricter: a push needs a real repository to resolve (none exists here) and main is protected",
+	"Force push to remote with SSH URL - requires human approval":     "stricter: force push is denied structurally",
+	"git_push with delete flag to remote - requires human approval":   "stricter: remote branch deletion is denied structurally",
+	"Merge a pull request — write operation requiring human approval": "stricter: PR merge tools are denied structurally",
+}
+
+const policyDisagrees = "the scenario's expectation disagrees with the shipped compiled policy; the original engine decides as we do"
+
+// TestOriginalScenarios replays the original's shipped scenarios
+// (testdata/original, HOME=/home/provos as recorded) against the shipped
+// artifacts and reports every difference that is not a known, documented
+// strictness.
+func TestOriginalScenarios(t *testing.T) {
+	dir := filepath.Join("testdata", "original", "generated")
+	e, err := LoadDir(dir, Settings{
+		Home:           "/home/provos",
+		Sandbox:        "/home/provos/.ironcurtain/sandbox",
+		ProtectedPaths: []string{"/home/provos/.ironcurtain/constitution.md", "/home/provos/.ironcurtain/generated", "/home/provos/.ironcurtain/config.json"},
+		DomainAllowlists: map[string][]string{
+			"git":              {"github.com", "*.github.com", "gitlab.com", "*.gitlab.com"},
+			"google-workspace": {"googleapis.com", "*.googleapis.com", "accounts.google.com", "oauth2.googleapis.com", "registry.npmjs.org", "*.npmjs.org"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "test-scenarios.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Scenarios []originalScenario `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	agree := 0
+	for _, s := range file.Scenarios {
+		if s.Request.ServerName == "google-workspace" {
+			continue // the shipped compiled policy has no google-workspace rules
+		}
+		ev := e.Evaluate(context.Background(), Request{Server: s.Request.ServerName, Tool: s.Request.ToolName, Args: s.Request.Arguments})
+		got := ev.Decision.Status.String()
+		ok := got == s.Expected || (s.Expected == "not-allow" && got != "allow")
+		if ok {
+			agree++
+			continue
+		}
+		if why, known := knownDifferences[s.Description]; known {
+			t.Logf("known difference %q: %s", s.Description, why)
+			continue
+		}
+		in, _ := json.Marshal(s.Request)
+		t.Errorf("%s: got %s (%s: %s), want %s\n  %s", s.Description, got, ev.Decision.Rule, ev.Decision.Reason, s.Expected, in)
+	}
+	t.Logf("%d/%d scenarios agree", agree, len(file.Scenarios))
+}

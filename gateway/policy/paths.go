@@ -1,0 +1,220 @@
+package policy
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+)
+
+// Path canonicalisation limits.
+const (
+	maxPathLen    = 4096
+	maxSymlinkHop = 40
+)
+
+var (
+	errPathControl    = errors.New("path contains a NUL or control character")
+	errPathTooLong    = errors.New("path is too long")
+	errPathRelative   = errors.New("relative path without a sandbox")
+	errPathNoHome     = errors.New("path starts with ~ but no home directory is set")
+	errPathLoop       = errors.New("too many levels of symbolic links")
+	errPathNotAString = errors.New("path argument must be a string or an array of strings")
+)
+
+// fileSystem is what the canonicaliser asks of the filesystem. Tests swap
+// in a counting implementation.
+type fileSystem interface {
+	// Lstat returns the mode of name without following a final symlink.
+	Lstat(name string) (fs.FileMode, error)
+	// Readlink returns the target of the symlink name.
+	Readlink(name string) (string, error)
+}
+
+// isMissing reports whether err means the path (or a parent) does not exist
+// as a directory: the rest of the path is then taken lexically.
+func isMissing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || isNotDir(err)
+}
+
+// checkRawPath rejects what a later filepath.Join or the kernel could read
+// differently from the policy: NUL and other control characters (C0, DEL,
+// C1) anywhere in the raw input, and absurd lengths.
+func checkRawPath(raw string) error {
+	if len(raw) > maxPathLen {
+		return errPathTooLong
+	}
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c < 0x20 || c == 0x7f {
+			return errPathControl
+		}
+		if c >= 0x80 {
+			r, size := utf8.DecodeRuneInString(raw[i:])
+			if r >= 0x80 && r <= 0x9f {
+				return errPathControl
+			}
+			i += size - 1
+		}
+	}
+	return nil
+}
+
+// pathCanon canonicalises paths for one engine. sandbox is the sandbox's
+// realpath ("" when there is none), sandboxLex its configured absolute form.
+type pathCanon struct {
+	home       string
+	sandbox    string
+	sandboxLex string
+	fs         fileSystem
+}
+
+// canonical returns the symlink-free absolute path that raw names: ~ and ~/
+// expand from home, relative paths resolve against the sandbox (never the
+// process's working directory), symlinks are followed component by
+// component (so "link/.." means the parent of the link's target, as the
+// kernel reads it), and from the first component that does not exist the
+// rest is applied lexically.
+func (c *pathCanon) canonical(raw string) (string, error) {
+	if err := checkRawPath(raw); err != nil {
+		return "", err
+	}
+	p := raw
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if c.home == "" {
+			return "", errPathNoHome
+		}
+		p = c.home + p[1:]
+	}
+	if !strings.HasPrefix(p, "/") {
+		if c.sandbox == "" {
+			return "", errPathRelative
+		}
+		return c.walk(c.sandbox, p)
+	}
+	if c.sandbox != "" {
+		// The sandbox and its ancestors were resolved at load; only the
+		// components below it are looked at.
+		if rest, ok := under(p, c.sandboxLex); ok {
+			return c.walk(c.sandbox, rest)
+		}
+		if rest, ok := under(p, c.sandbox); ok {
+			return c.walk(c.sandbox, rest)
+		}
+	}
+	return c.walk("/", p)
+}
+
+// under reports whether p is root or below it (component-wise) and returns
+// the remainder.
+func under(p, root string) (string, bool) {
+	if root == "" || root == "/" {
+		return "", false
+	}
+	if p == root {
+		return "", true
+	}
+	if len(p) > len(root) && p[len(root)] == '/' && p[:len(root)] == root {
+		return p[len(root)+1:], true
+	}
+	return "", false
+}
+
+// walk resolves rest (relative components) starting from the already
+// canonical directory resolved.
+func (c *pathCanon) walk(resolved, rest string) (string, error) {
+	hops := 0
+	missing := false
+	for rest != "" {
+		var comp string
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			comp, rest = rest[:i], rest[i+1:]
+		} else {
+			comp, rest = rest, ""
+		}
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			resolved = parent(resolved)
+			continue
+		}
+		next := join(resolved, comp)
+		if missing {
+			resolved = next
+			continue
+		}
+		mode, err := c.fs.Lstat(next)
+		if err != nil {
+			if !isMissing(err) {
+				return "", err
+			}
+			missing = true
+			resolved = next
+			continue
+		}
+		if mode&fs.ModeSymlink == 0 {
+			resolved = next
+			continue
+		}
+		hops++
+		if hops > maxSymlinkHop {
+			return "", errPathLoop
+		}
+		target, err := c.fs.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if len(target)+len(rest) > maxPathLen {
+			return "", errPathTooLong
+		}
+		if strings.HasPrefix(target, "/") {
+			resolved = "/"
+		}
+		if rest == "" {
+			rest = target
+		} else {
+			rest = target + "/" + rest
+		}
+	}
+	return resolved, nil
+}
+
+func join(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+func parent(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}
+
+// within reports whether p is root or below it. Both must be canonical.
+// This is the only containment test: never a bare string prefix.
+func within(p, root string) bool {
+	if root == "/" {
+		return strings.HasPrefix(p, "/")
+	}
+	return p == root || (len(p) > len(root) && p[len(root)] == '/' && p[:len(root)] == root)
+}
+
+// cleanAbs makes an absolute lexical path (for settings), expanding ~.
+func cleanAbs(p, home string) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home == "" {
+			return "", errPathNoHome
+		}
+		p = home + p[1:]
+	}
+	if !filepath.IsAbs(p) {
+		return "", errors.New("must be an absolute path or start with ~")
+	}
+	return filepath.Clean(p), nil
+}
