@@ -1,0 +1,141 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr []string // substrings the error must contain, in order of appearance
+		check   func(t *testing.T, c *Config)
+	}{
+		{
+			name: "full",
+			yaml: `
+sandbox: /workspace
+protected_paths: [/etc/ironcurtain, ~/secrets]
+protected_branches: [main, "release/*"]
+trusted_servers: [internal]
+policy_dir: policies/base
+shadow_policy_dir: /etc/ironcurtain/candidate
+servers:
+  git:
+    allowed_domains: [github.com, "*.github.com"]
+  fetch:
+    allowed_domains: ["*"]
+`,
+			check: func(t *testing.T, c *Config) {
+				if c.Sandbox != "/workspace" || c.PolicyDir != "/cfg/policies/base" || c.ShadowPolicyDir != "/etc/ironcurtain/candidate" {
+					t.Fatalf("paths: %+v", c)
+				}
+				if c.ProtectedPaths[1] != "/home/test/secrets" {
+					t.Fatalf("~ not expanded: %v", c.ProtectedPaths)
+				}
+				s := c.PolicySettings()
+				if !reflect.DeepEqual(s.DomainAllowlists["git"], []string{"github.com", "*.github.com"}) {
+					t.Fatalf("allowlists: %v", s.DomainAllowlists)
+				}
+				if !reflect.DeepEqual(s.ProtectedBranches, []string{"main", "release/*"}) || !reflect.DeepEqual(s.TrustedServers, []string{"internal"}) {
+					t.Fatalf("settings: %+v", s)
+				}
+				if s.ProtectedPaths[len(s.ProtectedPaths)-1] != "/cfg/gateway.yaml" {
+					t.Fatalf("the config file is not protected: %v", s.ProtectedPaths)
+				}
+			},
+		},
+		{
+			name: "defaults",
+			yaml: ``,
+			check: func(t *testing.T, c *Config) {
+				if c.Sandbox != DefaultSandbox || c.PolicyDir != DefaultPolicyDir || !reflect.DeepEqual(c.ProtectedBranches, DefaultProtectedBranches) {
+					t.Fatalf("defaults not applied: %+v", c)
+				}
+			},
+		},
+		{name: "unknown top-level key", yaml: "sandbx: /x\n", wantErr: []string{"gateway.yaml: sandbx: unknown key (line 1)"}},
+		{name: "unknown nested key", yaml: "servers:\n  git:\n    allowd_domains: [x.com]\n", wantErr: []string{"gateway.yaml: servers.git.allowd_domains: unknown key (line 3)"}},
+		{name: "bad domain pattern", yaml: "servers:\n  git:\n    allowed_domains: [github.com, x.com, \"*.\"]\n", wantErr: []string{`gateway.yaml: servers.git.allowed_domains[2]: "*."`}},
+		{name: "domain with port", yaml: "servers:\n  fetch:\n    allowed_domains: [\"example.com:8080\"]\n", wantErr: []string{`servers.fetch.allowed_domains[0]`}},
+		{name: "wildcard in the middle", yaml: "servers:\n  fetch:\n    allowed_domains: [\"a.*.com\"]\n", wantErr: []string{`servers.fetch.allowed_domains[0]`}},
+		{name: "bad protected branch", yaml: "protected_branches: [\"ma..in\"]\n", wantErr: []string{"gateway.yaml: protected_branches[0]:"}},
+		{name: "several errors at once", yaml: "protected_branches: [\"a b\"]\nservers:\n  x:\n    allowed_domains: [\"\"]\n", wantErr: []string{"protected_branches[0]", "servers.x.allowed_domains[0]"}},
+		{name: "type error", yaml: "protected_paths: /etc\n", wantErr: []string{"gateway.yaml:", "cannot unmarshal"}},
+		{name: "alias", yaml: "a: &x /etc\nsandbox: *x\n", wantErr: []string{"gateway.yaml:"}},
+		{name: "duplicate key", yaml: "sandbox: /a\nsandbox: /b\n", wantErr: []string{"gateway.yaml:", "already defined"}},
+		{name: "root sandbox", yaml: "sandbox: /\n", wantErr: []string{"gateway.yaml: sandbox:"}},
+		{name: "same shadow dir", yaml: "policy_dir: /p\nshadow_policy_dir: /p\n", wantErr: []string{"gateway.yaml: shadow_policy_dir:"}},
+		{name: "bad server name", yaml: "servers:\n  a__b: {}\n", wantErr: []string{`gateway.yaml: servers.a__b:`}},
+		{name: "empty trusted server", yaml: "trusted_servers: [\"\"]\n", wantErr: []string{"gateway.yaml: trusted_servers[0]:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("HOME", "/home/test")
+			c, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("no error, want %q", tt.wantErr)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Fatalf("error %q does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestFieldErrorIsAs(t *testing.T) {
+	_, err := Parse("/cfg/gateway.yaml", []byte("servers:\n  git:\n    allowed_domains: [\"*.\"]\n"))
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "servers.git.allowed_domains[0]" || fe.File != "gateway.yaml" {
+		t.Fatalf("err = %#v", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(path, []byte("policy_dir: pol\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PolicyDir != filepath.Join(dir, "pol") || c.File() != path {
+		t.Fatalf("got %+v", c)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "loading config") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("sandbox: /workspace\nservers:\n  git:\n    allowed_domains: [github.com]\n"))
+	f.Add([]byte("protected_branches: [main]\n"))
+	f.Add([]byte("a: &x [1]\nb: *x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("/cfg/gateway.yaml", data)
+		if err != nil {
+			return
+		}
+		// A configuration that parsed is valid and usable.
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse accepted a config Validate rejects: %v", err)
+		}
+		_ = c.PolicySettings()
+	})
+}
