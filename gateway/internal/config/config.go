@@ -54,6 +54,8 @@ type Config struct {
 	AnnotationsFile string `yaml:"annotations_file"`
 	// Servers holds per-server settings keyed by server name.
 	Servers map[string]ServerConfig `yaml:"servers"`
+	// Egress is the agent's HTTP(S) proxy (egress.go).
+	Egress EgressConfig `yaml:"egress"`
 
 	// file is the path the configuration was loaded from.
 	file string
