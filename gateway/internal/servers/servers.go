@@ -65,6 +65,10 @@ type Server interface {
 type CallInfo struct {
 	CallID    string
 	SessionID string
+	// Approved is set when policy escalated the call and a human approved it
+	// (the fetch server then also lets the approved URL's own host through
+	// its allowlist; the address rules still apply).
+	Approved bool
 }
 
 type callInfoKey struct{}
