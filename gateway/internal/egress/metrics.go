@@ -1,0 +1,62 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// dialBuckets are the buckets of the dial latency histogram, in seconds
+// (DNS lookup plus TCP connect): from 100 µs on loopback to the 10 s default
+// connect timeout.
+var dialBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// metrics are the proxy's Prometheus metrics. Label values are fixed sets
+// (kind, decision, direction, reason), never host names or session ids.
+type metrics struct {
+	requests      *prometheus.CounterVec
+	active        prometheus.Gauge
+	bytes         *prometheus.CounterVec
+	dial          prometheus.Histogram
+	auditFailures prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_egress_requests_total",
+			Help: "Egress proxy requests and CONNECT tunnels by kind (connect, http) and final decision (allow, deny).",
+		}, []string{"kind", "decision"}),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ironcurtain_egress_active_tunnels",
+			Help: "CONNECT tunnels and plain HTTP requests the egress proxy is relaying now.",
+		}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_egress_bytes_total",
+			Help: "Bytes relayed by the egress proxy, by direction (up: agent to internet, down: internet to agent).",
+		}, []string{"direction"}),
+		dial: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ironcurtain_egress_dial_duration_seconds",
+			Help:    "Time to resolve a checked host and connect to a checked address.",
+			Buckets: dialBuckets,
+		}),
+		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironcurtain_egress_audit_failures_total",
+			Help: "Egress events the audit sink failed to store (new egress is refused until a write succeeds).",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.active, m.bytes, m.dial, m.auditFailures} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("registering egress metrics: %w (one proxy per registry)", err)
+			}
+			return nil, fmt.Errorf("registering egress metrics: %w", err)
+		}
+	}
+	return m, nil
+}

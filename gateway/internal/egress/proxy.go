@@ -1,0 +1,370 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/internal/session"
+)
+
+// Defaults for ProxyConfig fields left zero.
+const (
+	DefaultMaxTunnelsPerSession = 64
+	DefaultConnectTimeout       = 10 * time.Second
+	DefaultIdleTimeout          = 5 * time.Minute
+	DefaultReadHeaderTimeout    = 10 * time.Second
+	DefaultMaxHeaderBytes       = 32 << 10
+	DefaultDrainTimeout         = 30 * time.Second
+)
+
+// DefaultAllowedPorts are the destination ports allowed when
+// ProxyConfig.AllowedPorts is empty.
+var DefaultAllowedPorts = []int{80, 443}
+
+// ProxyConfig is the validated proxy configuration (see config.EgressConfig
+// for the gateway.yaml form).
+type ProxyConfig struct {
+	// Allow is the deployment allowlist (gateway.yaml egress.allowed_hosts).
+	Allow []netpolicy.Pattern
+	// AllowedPorts are the destination ports the proxy relays to; empty
+	// means DefaultAllowedPorts.
+	AllowedPorts []int
+	// Addresses refuses non-public resolved addresses; its UnsafeAllow
+	// prefixes are gateway.yaml egress.unsafe_allow_addresses.
+	Addresses netpolicy.AddressPolicy
+	// EscalateUnknownHosts holds a request for a host nobody allowed until a
+	// human decides through the Escalator, instead of refusing it.
+	EscalateUnknownHosts bool
+	// MaxTunnelsPerSession caps the concurrent tunnels and requests of one
+	// session.
+	MaxTunnelsPerSession int
+	// ConnectTimeout bounds the DNS lookup and TCP connect to the target.
+	ConnectTimeout time.Duration
+	// IdleTimeout closes a tunnel or request with no bytes either way for
+	// this long; it also bounds each read of a request or response body.
+	IdleTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request head (slowloris) and, for
+	// tunnels, the TLS ClientHello when the SNI is checked.
+	ReadHeaderTimeout time.Duration
+	// MaxHeaderBytes bounds a request head.
+	MaxHeaderBytes int
+	// DrainTimeout bounds how long Serve waits for open tunnels on shutdown
+	// before it closes them.
+	DrainTimeout time.Duration
+	// UnsafeSkipSNICheck turns off the check that a tunnel's TLS ClientHello
+	// names the CONNECT host (which also refuses non-TLS tunnels).
+	UnsafeSkipSNICheck bool
+	// Resolver replaces net.DefaultResolver (tests).
+	Resolver Resolver
+}
+
+// Approvals reports hosts a human approved for a session (the escalation
+// store's "approve similar for this session").
+type Approvals interface {
+	Allowed(sessionID string, h netpolicy.Host, port int) bool
+}
+
+// Deps are the proxy's collaborators.
+type Deps struct {
+	Auth       session.Authenticator // required: agent token → session
+	Sink       audit.Sink            // required: one EgressEvent per request or tunnel
+	Escalator  escalation.Escalator  // for EscalateUnknownHosts; default escalation.Deny{}
+	Approvals  Approvals             // optional
+	Registerer prometheus.Registerer // optional: nil leaves the metrics unregistered
+	Logger     *slog.Logger          // optional
+}
+
+// Proxy is the agent's egress proxy. Create it with NewProxy and run it with
+// Serve.
+type Proxy struct {
+	cfg       ProxyConfig
+	guard     *Guard
+	auth      session.Authenticator
+	sink      audit.Sink
+	escalator escalation.Escalator
+	approvals Approvals
+	log       *slog.Logger
+	metrics   *metrics
+	gp        *goproxy.ProxyHttpServer
+	ports     map[int]bool
+
+	auditDown atomic.Bool // the last audit write failed: refuse new egress
+	draining  atomic.Bool
+
+	mu       sync.Mutex
+	perSess  map[string]int                     // open tunnels/requests per session
+	approved map[approvalKey]string             // hosts a human approved (value: rule text)
+	pending  map[approvalKey]*pendingEscalation // escalations in flight
+	inflight sync.WaitGroup
+	conns    map[net.Conn]struct{} // hijacked connections, closed when a drain times out
+}
+
+// NewProxy validates c and builds the proxy.
+func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
+	if d.Auth == nil {
+		return nil, errors.New("creating egress proxy: no authenticator")
+	}
+	if d.Sink == nil {
+		return nil, errors.New("creating egress proxy: no audit sink")
+	}
+	setDefault(&c.MaxTunnelsPerSession, DefaultMaxTunnelsPerSession)
+	setDefault(&c.ConnectTimeout, DefaultConnectTimeout)
+	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDefault(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
+	if len(c.AllowedPorts) == 0 {
+		c.AllowedPorts = DefaultAllowedPorts
+	}
+	if c.MaxTunnelsPerSession < 0 || c.ConnectTimeout < 0 || c.IdleTimeout < 0 || c.ReadHeaderTimeout < 0 ||
+		c.MaxHeaderBytes < 0 || c.DrainTimeout < 0 {
+		return nil, errors.New("creating egress proxy: negative limit")
+	}
+	ports := make(map[int]bool, len(c.AllowedPorts))
+	for _, port := range c.AllowedPorts {
+		if port < 1 || port > 65535 {
+			return nil, fmt.Errorf("creating egress proxy: allowed port %d out of range", port)
+		}
+		ports[port] = true
+	}
+	g, err := NewGuard(GuardConfig{Allow: c.Allow, Addresses: c.Addresses, Resolver: c.Resolver, DialTimeout: c.ConnectTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("creating egress proxy: %w", err)
+	}
+	m, err := newMetrics(d.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("creating egress proxy: %w", err)
+	}
+	p := &Proxy{
+		cfg: c, guard: g, auth: d.Auth, sink: d.Sink, escalator: d.Escalator, approvals: d.Approvals,
+		log: d.Logger, metrics: m, ports: ports,
+		perSess: map[string]int{}, approved: map[approvalKey]string{}, pending: map[approvalKey]*pendingEscalation{},
+		conns: map[net.Conn]struct{}{},
+	}
+	if p.escalator == nil {
+		p.escalator = escalation.Deny{}
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.gp = p.newGoproxy()
+	return p, nil
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+// newGoproxy wires goproxy so that nothing is allowed unless our handler
+// decided so: our CONNECT and request handlers decide, a catch-all at the end
+// of each chain refuses whatever they did not allow (goproxy itself allows
+// when no handler decides), and every dial goes through the pinned dialer.
+func (p *Proxy) newGoproxy() *goproxy.ProxyHttpServer {
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = slogPrintf{p.log}
+	gp.Verbose = false
+	gp.KeepAcceptEncoding = true // relay bodies unchanged
+	gp.AllowHTTP2 = false
+	gp.NonproxyHandler = http.HandlerFunc(p.serveNonProxy)
+	// Replace the default transport: it skips TLS verification and honours
+	// HTTP_PROXY from the environment.
+	gp.Tr = &http.Transport{
+		Proxy:                  nil,
+		DialContext:            p.pinnedDial,
+		ForceAttemptHTTP2:      false,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes) * 4,
+		ResponseHeaderTimeout:  p.cfg.IdleTimeout,
+		IdleConnTimeout:        30 * time.Second,
+		MaxIdleConnsPerHost:    4,
+	}
+	gp.ConnectDial = nil
+	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
+		return p.pinnedDial(req.Context(), network, addr)
+	}
+	gp.OnRequest().HandleConnectFunc(p.handleConnect)
+	gp.OnRequest().HandleConnectFunc(p.rejectConnect) // catch-all
+	gp.OnRequest().DoFunc(p.handleRequest)
+	gp.OnRequest().DoFunc(p.rejectRequest) // catch-all
+	gp.OnResponse().DoFunc(p.handleResponse)
+	return gp
+}
+
+// Serve accepts proxy clients on ln until ctx ends, then stops accepting,
+// waits up to DrainTimeout for open requests and tunnels, closes the ones
+// still open, and returns. It returns nil after a shutdown caused by ctx.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: p.cfg.ReadHeaderTimeout,
+		IdleTimeout:       p.cfg.IdleTimeout,
+		MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ConnContext:       headConnContext,
+	}
+	hl := &headListener{Listener: ln, limit: p.cfg.MaxHeaderBytes + 4096}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(hl) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving egress proxy: %w", err)
+	case <-ctx.Done():
+	}
+	p.draining.Store(true)
+	drainCtx, cancel := context.WithTimeout(context.Background(), p.cfg.DrainTimeout)
+	defer cancel()
+	_ = srv.Shutdown(drainCtx) // stops accepting; waits for non-hijacked requests
+	done := make(chan struct{})
+	go func() { p.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-drainCtx.Done():
+		p.log.Warn("egress: drain timeout; closing open tunnels")
+		p.closeTunnels()
+		_ = srv.Close()
+		<-done
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving egress proxy: %w", err)
+	}
+	return nil
+}
+
+func (p *Proxy) trackConn(c net.Conn) (untrack func()) {
+	p.mu.Lock()
+	p.conns[c] = struct{}{}
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		delete(p.conns, c)
+		p.mu.Unlock()
+	}
+}
+
+func (p *Proxy) closeTunnels() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// ServeHTTP implements http.Handler: it follows the request from arrival to
+// its audit event, around goproxy.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.inflight.Add(1)
+	defer p.inflight.Done()
+	kind := "http"
+	if r.Method == http.MethodConnect {
+		kind = "connect"
+	}
+	st := newState(kind, r.Method)
+	defer p.finish(st)
+	p.metrics.active.Inc()
+	defer p.metrics.active.Dec()
+	if p.draining.Load() {
+		st.deny(ruleShutdown, "the proxy is shutting down")
+		w.Header().Set("Connection", "close")
+		http.Error(w, "ironcurtain egress: the proxy is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	rw := &respWriter{ResponseWriter: w, st: st, idle: p.cfg.IdleTimeout, closeConn: kind == "http"}
+	if kind == "http" && r.Body != nil && r.Body != http.NoBody {
+		r.Body = &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.cfg.IdleTimeout, n: &st.up}
+	}
+	p.gp.ServeHTTP(rw, r.WithContext(withState(r.Context(), st)))
+}
+
+// serveNonProxy answers origin-form requests ("GET / HTTP/1.1"): this port
+// only proxies.
+func (p *Proxy) serveNonProxy(w http.ResponseWriter, r *http.Request) {
+	if st := stateFrom(r.Context()); st != nil {
+		st.deny(ruleRequest, "not a proxy request (origin-form request target)")
+	}
+	http.Error(w, "ironcurtain egress: this is a proxy; send absolute-form requests or CONNECT", http.StatusBadRequest)
+}
+
+// respWriter counts response bytes, bounds each write by the idle timeout,
+// closes the client connection after a plain HTTP response (so that the
+// next request's head can be checked raw), and keeps Hijack for CONNECT.
+type respWriter struct {
+	http.ResponseWriter
+	st        *reqState
+	idle      time.Duration
+	closeConn bool
+	wrote     bool
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		if w.closeConn {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.idle))
+	n, err := w.ResponseWriter.Write(b)
+	w.st.down.Add(int64(n))
+	return n, err
+}
+
+func (w *respWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// idleBody bounds each read of a request body by the idle timeout and
+// counts the bytes.
+type idleBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	idle time.Duration
+	n    *atomic.Int64
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// slogPrintf adapts goproxy's Printf logger to slog (debug level: goproxy
+// logs per-connection noise; our own decisions are logged and audited).
+type slogPrintf struct{ l *slog.Logger }
+
+func (s slogPrintf) Printf(format string, v ...any) {
+	if s.l.Enabled(context.Background(), slog.LevelDebug) {
+		s.l.Debug("goproxy: " + fmt.Sprintf(format, v...))
+	}
+}

@@ -1,0 +1,168 @@
+package egress
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/netpolicy"
+)
+
+// Decision values written to audit.EgressEvent.Decision.
+const (
+	decisionAllow = "allow"
+	decisionDeny  = "deny"
+)
+
+// Rules named in decisions and denial messages.
+const (
+	ruleAuth       = "egress.auth"
+	ruleRequest    = "egress.request"
+	ruleAllowlist  = "egress.allowed_hosts"
+	rulePorts      = "egress.allowed_ports"
+	ruleAddresses  = "egress.addresses"
+	ruleSessionCap = "egress.max_tunnels_per_session"
+	ruleSNI        = "egress.sni"
+	ruleApproval   = "session approval"
+	ruleEscalation = "egress.escalate_unknown_hosts"
+	ruleAudit      = "audit"
+	ruleCatchAll   = "egress.default_deny"
+	ruleShutdown   = "egress.shutdown"
+)
+
+// recordTimeout bounds one audit write at the end of a request.
+const recordTimeout = 10 * time.Second
+
+// reqState follows one proxied request or tunnel from arrival to its audit
+// event. The handler goroutine owns most fields; the ones written from
+// other goroutines (dial, relay) are guarded by mu or atomic.
+type reqState struct {
+	id     string
+	start  time.Time
+	kind   string // connect | http
+	method string
+
+	session string
+	host    netpolicy.Host
+	port    int
+
+	allowed bool // the host decision allowed it; only then may it be dialed
+	release func()
+
+	mu       sync.Mutex
+	decision string
+	rule     string
+	reason   string
+	errText  string
+	resolved netip.Addr
+
+	up, down atomic.Int64
+}
+
+type stateKey struct{}
+
+func withState(ctx context.Context, st *reqState) context.Context {
+	return context.WithValue(ctx, stateKey{}, st)
+}
+
+func stateFrom(ctx context.Context) *reqState {
+	st, _ := ctx.Value(stateKey{}).(*reqState)
+	return st
+}
+
+func newState(kind, method string) *reqState {
+	return &reqState{id: uuid.NewString(), start: time.Now(), kind: kind, method: method, decision: decisionDeny, rule: ruleCatchAll, reason: "no rule allowed this request"}
+}
+
+func (st *reqState) allow(rule, reason string) {
+	st.mu.Lock()
+	st.allowed = true
+	st.decision, st.rule, st.reason = decisionAllow, rule, reason
+	st.mu.Unlock()
+}
+
+// deny records a denial; a later denial (address check after the host
+// decision, SNI mismatch) replaces an earlier allow.
+func (st *reqState) deny(rule, reason string) {
+	st.mu.Lock()
+	st.allowed = false
+	st.decision, st.rule, st.reason = decisionDeny, rule, reason
+	st.mu.Unlock()
+}
+
+func (st *reqState) fail(err error) {
+	st.mu.Lock()
+	if st.errText == "" && err != nil {
+		st.errText = err.Error()
+	}
+	st.mu.Unlock()
+}
+
+func (st *reqState) setResolved(a netip.Addr) {
+	st.mu.Lock()
+	st.resolved = a
+	st.mu.Unlock()
+}
+
+func (st *reqState) isAllowed() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.allowed
+}
+
+func (st *reqState) event() *audit.EgressEvent {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ev := &audit.EgressEvent{
+		ID:        st.id,
+		SessionID: st.session,
+		Time:      st.start,
+		Kind:      st.kind,
+		Method:    st.method,
+		Host:      st.host.String(),
+		Port:      st.port,
+		Decision:  st.decision,
+		Reason:    st.reason,
+		Rule:      st.rule,
+		BytesUp:   st.up.Load(),
+		BytesDown: st.down.Load(),
+		Duration:  time.Since(st.start),
+		Error:     st.errText,
+	}
+	if st.resolved.IsValid() {
+		ev.ResolvedIP = st.resolved.String()
+	}
+	return ev
+}
+
+// finish writes the request's audit event and updates the metrics. A failed
+// write marks the sink unhealthy: new egress is then refused until a write
+// (of a refusal, for instance) succeeds again.
+func (p *Proxy) finish(st *reqState) {
+	if st.release != nil {
+		st.release()
+	}
+	ev := st.event()
+	p.metrics.requests.WithLabelValues(ev.Kind, ev.Decision).Inc()
+	p.metrics.bytes.WithLabelValues("up").Add(float64(ev.BytesUp))
+	p.metrics.bytes.WithLabelValues("down").Add(float64(ev.BytesDown))
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	if err := p.sink.Record(ctx, ev); err != nil {
+		p.auditDown.Store(true)
+		p.metrics.auditFailures.Inc()
+		// Keep the event in the log so it is not lost altogether.
+		b, _ := json.Marshal(ev)
+		p.log.Error("egress: recording audit event failed; refusing new egress until the audit sink recovers",
+			slog.String("error", err.Error()), slog.String("event", string(b)))
+		return
+	}
+	p.auditDown.Store(false)
+}

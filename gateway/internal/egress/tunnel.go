@@ -1,0 +1,236 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"ironcurtain.dev/gateway/internal/netpolicy"
+)
+
+// relayChunk is how much one splice/copy call moves before the relay notes
+// the activity: a tunnel moving less than relayChunk per IdleTimeout in
+// both directions together counts as idle.
+const relayChunk = 64 << 10
+
+var (
+	errIdle          = errors.New("tunnel idle timeout")
+	errNotHello      = errors.New("the tunnel did not start with a TLS ClientHello")
+	errHelloCaptured = errors.New("client hello captured")
+)
+
+// hijack runs an allowed CONNECT tunnel: dial the decided address, answer
+// 200, check the TLS server name, relay until both sides are done or idle.
+// It runs on the request's goroutine, so ServeHTTP (and the audit event)
+// ends when the tunnel does.
+func (p *Proxy) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+	defer client.Close()
+	defer p.trackConn(client)()
+	st := stateFrom(req.Context())
+	if st == nil || !st.isAllowed() {
+		if st == nil {
+			st = newState("connect", req.Method)
+		}
+		p.writeRefusal(client, req, st, p.refuse(st, &refusal{http.StatusForbidden, ruleCatchAll, "no rule allowed this request"}))
+		return
+	}
+	target, err := p.pinnedDialRaw(req.Context(), st)
+	if err != nil {
+		st.fail(err)
+		p.writeRefusal(client, req, st, p.dialRefusal(st, err))
+		return
+	}
+	defer target.Close()
+	defer p.trackConn(target)()
+
+	_ = client.SetDeadline(time.Time{})
+	_ = client.SetWriteDeadline(time.Now().Add(p.cfg.IdleTimeout))
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		st.fail(err)
+		return
+	}
+	_ = client.SetWriteDeadline(time.Time{})
+	if !p.cfg.UnsafeSkipSNICheck {
+		_ = client.SetReadDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
+		hello, sni, err := readClientHello(client)
+		_ = client.SetReadDeadline(time.Time{})
+		if err != nil {
+			st.fail(err)
+			p.refuse(st, &refusal{http.StatusForbidden, ruleSNI, errNotHello.Error()})
+			return
+		}
+		if !sniMatches(sni, st.host) {
+			p.refuse(st, &refusal{http.StatusForbidden, ruleSNI, "the TLS server name does not match the CONNECT host"})
+			st.fail(errors.New("TLS server name " + quoteShort(sni)))
+			return
+		}
+		_ = target.SetWriteDeadline(time.Now().Add(p.cfg.IdleTimeout))
+		n, err := target.Write(hello)
+		st.up.Add(int64(n))
+		if err != nil {
+			st.fail(err)
+			return
+		}
+	}
+	if err := p.relay(st, client, target); err != nil {
+		st.fail(err)
+	}
+}
+
+// pinnedDialRaw dials the decided destination of a tunnel (through the same
+// check as pinnedDial, without the per-read deadline wrapper: the relay
+// manages deadlines itself).
+func (p *Proxy) pinnedDialRaw(ctx context.Context, st *reqState) (net.Conn, error) {
+	c, err := p.pinnedDial(ctx, "tcp", st.host.HostPort(st.port))
+	if err != nil {
+		return nil, err
+	}
+	return c.(*idleConn).Conn, nil
+}
+
+func (p *Proxy) writeRefusal(client net.Conn, req *http.Request, st *reqState, ref *refusal) {
+	_ = client.SetWriteDeadline(time.Now().Add(p.cfg.ReadHeaderTimeout))
+	_ = refusalResponse(req, st, ref).Write(client)
+}
+
+// sniMatches: a name host needs a ClientHello naming exactly it (after
+// canonicalisation); an IP host needs a ClientHello without a server name
+// (an IP literal is not allowed in SNI).
+func sniMatches(sni string, h netpolicy.Host) bool {
+	if h.IsIP() {
+		return sni == ""
+	}
+	if sni == "" {
+		return false
+	}
+	sh, err := netpolicy.ParseHost(sni)
+	return err == nil && sh == h
+}
+
+// readClientHello reads the client's first TLS flight far enough for the
+// standard library to parse the ClientHello, and returns every byte read
+// (to be replayed to the target) and the server name. Nothing is written to
+// the client.
+func readClientHello(c net.Conn) ([]byte, string, error) {
+	var buf bytes.Buffer
+	rc := &replayConn{Conn: c, r: io.TeeReader(c, &buf)}
+	var sni string
+	got := false
+	err := tls.Server(rc, &tls.Config{
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			sni, got = h.ServerName, true
+			return nil, errHelloCaptured
+		},
+	}).Handshake()
+	if !got {
+		if err == nil {
+			err = errNotHello
+		}
+		return nil, "", errors.Join(errNotHello, err)
+	}
+	return buf.Bytes(), sni, nil
+}
+
+// replayConn feeds the TLS parser from a tee and swallows what it writes (an
+// alert after we abort the handshake).
+type replayConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *replayConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
+func (c *replayConn) Write(b []byte) (int, error) { return len(b), nil }
+func (c *replayConn) Close() error                { return nil }
+
+// relay copies both ways until both directions end. A direction ends at EOF
+// (the other side's write half is then closed) or at an error, which closes
+// both. A watchdog closes both when nothing moved either way for
+// IdleTimeout, which also ends a write blocked on a peer that stopped
+// reading.
+func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
+	c, t := rawConn(client), rawConn(target)
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	var idled atomic.Bool
+	idle := p.cfg.IdleTimeout
+	var watchdog *time.Timer
+	watchdog = time.AfterFunc(idle, func() {
+		since := time.Since(time.Unix(0, last.Load()))
+		if since < idle {
+			watchdog.Reset(idle - since)
+			return
+		}
+		idled.Store(true)
+		_ = c.Close()
+		_ = t.Close()
+	})
+	defer watchdog.Stop()
+	errs := make(chan error, 2)
+	go func() { errs <- pipe(t, c, &st.up, &last) }()
+	go func() { errs <- pipe(c, t, &st.down, &last) }()
+	var first error
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			_ = c.Close()
+			_ = t.Close()
+		}
+	}
+	if idled.Load() {
+		return errIdle
+	}
+	return first
+}
+
+// pipe copies src to dst in chunks, noting the activity after each one.
+// io.CopyN between TCP connections splices on Linux.
+func pipe(dst, src net.Conn, n, last *atomic.Int64) error {
+	for {
+		k, err := io.CopyN(dst, src, relayChunk)
+		if k > 0 {
+			n.Add(k)
+			last.Store(time.Now().UnixNano())
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			closeWrite(dst)
+			return nil
+		default:
+			return err
+		}
+	}
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+}
+
+// rawConn unwraps our connection wrappers so that TCP-to-TCP copies can
+// splice.
+func rawConn(c net.Conn) net.Conn {
+	for {
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return c
+		}
+		c = u.NetConn()
+	}
+}
+
+func quoteShort(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return "\"" + s + "\""
+}
