@@ -64,4 +64,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
+	ironcurtain.dev/migrations v0.0.0
 )
+
+replace ironcurtain.dev/migrations => ../migrations

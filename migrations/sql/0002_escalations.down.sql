@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS session_approvals;
+DROP TABLE IF EXISTS escalations;
