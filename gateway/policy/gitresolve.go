@@ -200,7 +200,13 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 		name = defaultRemote(cfg, res.Branch, push)
 	}
 	res.Remote = name
-	files = append(files, filepath.Join(repo.CommonDir, "remotes", name), filepath.Join(repo.CommonDir, "branches", name))
+	legacy := []string{filepath.Join(repo.CommonDir, "remotes", name), filepath.Join(repo.CommonDir, "branches", name)}
+	for _, f := range legacy {
+		if _, err := os.Lstat(f); err == nil {
+			return res, nil, fmt.Errorf("%w: remote %q is defined by a legacy file (.git/%s), which is not supported", ErrRemote, name, filepath.Base(filepath.Dir(f)))
+		}
+	}
+	files = append(files, legacy...)
 	if b, ok := cfg.last("remote." + name + ".mirror"); ok && gitBool(b) {
 		res.Mirror = true
 	}

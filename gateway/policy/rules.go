@@ -452,7 +452,12 @@ func (c *call) listHolds(lc *listCond, roles roleSet) bool {
 				}
 			}
 		}
-		lower := c.rr.first[i] != "" && roleDef(c.rr.first[i]).Canonicalisation == CanonLowercase
+		lower := false
+		for _, d := range roleList {
+			if d.Canonicalisation == CanonLowercase && (c.rr.perArg[i]&roles).has(d.Role) {
+				lower = true
+			}
+		}
 		for j, v := range vals {
 			n++
 			switch lc.matchType {
