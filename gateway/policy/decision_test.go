@@ -39,7 +39,7 @@ type settings struct {
 type op struct {
 	Mkdir   string   `yaml:"mkdir"`
 	Write   string   `yaml:"write"`
-	File    []string `yaml:"file"` // [path, content]
+	File    []string `yaml:"file"`    // [path, content]
 	Symlink []string `yaml:"symlink"` // [link, target]
 	Remove  string   `yaml:"remove"`
 	GitRepo string   `yaml:"git_repo"` // init with branch main and one commit

@@ -454,7 +454,7 @@ func (c *call) listHolds(lc *listCond, roles roleSet) bool {
 		}
 		lower := false
 		for _, d := range roleList {
-			if d.Canonicalisation == CanonLowercase && (c.rr.perArg[i]&roles).has(d.Role) {
+			if d.Canonicalisation == CanonLowercase && (c.rr.perArg[i] & roles).has(d.Role) {
 				lower = true
 			}
 		}
