@@ -212,8 +212,13 @@ func rawRoundTrip(t *testing.T, c net.Conn, req, method string) *http.Response {
 	return resp
 }
 
+// body reads and closes a response body; a 200 answer to CONNECT has none
+// (what follows is the tunnel).
 func body(t *testing.T, r *http.Response) string {
 	t.Helper()
+	if r.Request != nil && r.Request.Method == http.MethodConnect && r.StatusCode == http.StatusOK {
+		return ""
+	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		t.Fatal(err)
@@ -304,3 +309,12 @@ func (a staticApprovals) Allowed(sessionID string, h netpolicy.Host, _ int) bool
 
 var _ Resolver = (*fakeResolver)(nil)
 var _ = netip.Addr{}
+
+func staticAuthForTest(t *testing.T) session.Authenticator {
+	t.Helper()
+	auth, err := session.NewStatic(map[string]string{"s1": tokenS1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auth
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,10 +17,8 @@ import (
 	"ironcurtain.dev/gateway/internal/netpolicy"
 )
 
-// relayChunk is how much one splice/copy call moves before the relay notes
-// the activity: a tunnel moving less than relayChunk per IdleTimeout in
-// both directions together counts as idle.
-const relayChunk = 64 << 10
+// relayBuf is the size of a relay direction's copy buffer.
+const relayBuf = 32 << 10
 
 var (
 	errIdle          = errors.New("tunnel idle timeout")
@@ -190,25 +189,34 @@ func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	return first
 }
 
-// pipe copies src to dst in chunks, noting the activity after each one.
-// io.CopyN between TCP connections splices on Linux.
+// pipe copies src to dst, noting the activity after every read and write.
 func pipe(dst, src net.Conn, n, last *atomic.Int64) error {
+	bp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(bp)
+	buf := *bp
 	for {
-		k, err := io.CopyN(dst, src, relayChunk)
+		k, rerr := src.Read(buf)
 		if k > 0 {
-			n.Add(k)
+			last.Store(time.Now().UnixNano())
+			w, werr := dst.Write(buf[:k])
+			n.Add(int64(w))
+			if werr != nil {
+				return werr
+			}
 			last.Store(time.Now().UnixNano())
 		}
 		switch {
-		case err == nil:
-		case errors.Is(err, io.EOF):
+		case rerr == nil:
+		case errors.Is(rerr, io.EOF):
 			closeWrite(dst)
 			return nil
 		default:
-			return err
+			return rerr
 		}
 	}
 }
+
+var relayBufs = sync.Pool{New: func() any { b := make([]byte, relayBuf); return &b }}
 
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
@@ -216,8 +224,8 @@ func closeWrite(c net.Conn) {
 	}
 }
 
-// rawConn unwraps our connection wrappers so that TCP-to-TCP copies can
-// splice.
+// rawConn unwraps our connection wrappers (the relay reads the socket
+// directly; the head recorder is only needed for the request head).
 func rawConn(c net.Conn) net.Conn {
 	for {
 		u, ok := c.(interface{ NetConn() net.Conn })
