@@ -23,6 +23,13 @@ type Request struct {
 	// Resource is what "approve similar" may be scoped by: a directory,
 	// a domain, or empty for exact-argument matching only.
 	Resource string
+
+	// ID, when set, is the escalation id to use for the row the Escalator
+	// creates (and to return in Result.ID). The MCP hub chooses it so that
+	// the tool call's write-ahead decision row (status escalate + this id)
+	// is durable before any operator can see the escalation. Empty: the
+	// Escalator chooses.
+	ID string
 }
 
 // Result is the human's answer.
