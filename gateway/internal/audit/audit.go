@@ -27,7 +27,7 @@ type ToolCallDecision struct {
 	Time      time.Time       `json:"time"`
 	Server    string          `json:"server"`
 	Tool      string          `json:"tool"`
-	Args      json.RawMessage `json:"args"` // the agent's arguments, redacted before storage
+	Args      json.RawMessage `json:"args"`     // the agent's arguments, redacted before storage
 	Decision  string          `json:"decision"` // allow | deny | escalate
 	Rule      string          `json:"rule"`
 	Reason    string          `json:"reason"`
@@ -43,10 +43,10 @@ type ToolCallDecision struct {
 
 // Outcome statuses of a tool call.
 const (
-	OutcomeOK       = "ok"       // the tool ran and returned a result
-	OutcomeError    = "error"    // the tool ran and failed
-	OutcomeDenied   = "denied"   // policy or a human refused; the tool did not run
-	OutcomeRefused  = "refused"  // the gateway refused for another reason (audit down, bad args)
+	OutcomeOK       = "ok"      // the tool ran and returned a result
+	OutcomeError    = "error"   // the tool ran and failed
+	OutcomeDenied   = "denied"  // policy or a human refused; the tool did not run
+	OutcomeRefused  = "refused" // the gateway refused for another reason (audit down, bad args)
 	OutcomeTimedOut = "timed_out"
 )
 
@@ -65,10 +65,10 @@ type ToolCallOutcome struct {
 // EgressEvent is one proxied request or CONNECT tunnel, written on close.
 type EgressEvent struct {
 	ID         string        `json:"id"`
-	SessionID  string        `json:"session_id"`           // empty when the client did not authenticate
+	SessionID  string        `json:"session_id"`             // empty when the client did not authenticate
 	ToolCallID string        `json:"tool_call_id,omitempty"` // set when a gateway tool (fetch) made it
-	Time       time.Time     `json:"time"`                 // when the request arrived
-	Kind       string        `json:"kind"`                 // connect | http | fetch
+	Time       time.Time     `json:"time"`                   // when the request arrived
+	Kind       string        `json:"kind"`                   // connect | http | fetch
 	Method     string        `json:"method,omitempty"`
 	Host       string        `json:"host"` // canonical host name or IP literal
 	Port       int           `json:"port"`

@@ -1,0 +1,261 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Redacted replaces every secret that redaction finds.
+const Redacted = "[REDACTED]"
+
+// maxInvalidJSON bounds how much of an unparsable argument blob is kept.
+const maxInvalidJSON = 64 << 10
+
+// sensitiveKeyParts mark an object key whose string values are secrets. Keys
+// are compared lower-cased with '-', '_', '.' and spaces removed, so
+// "X-Api-Key", "api_key" and "apiKey" all match "apikey".
+var sensitiveKeyParts = []string{
+	"password", "passwd", "passphrase", "secret", "token", "apikey",
+	"accesskey", "privatekey", "authorization", "cookie", "credential",
+	"sessionkey", "signingkey", "encryptionkey",
+}
+
+// sensitiveKeysExact are keys that are secrets only as a whole word.
+var sensitiveKeysExact = map[string]bool{"pwd": true, "auth": true, "pass": true, "otp": true, "pin": true}
+
+// sensitiveKey reports whether values under key must be masked.
+func sensitiveKey(key string) bool {
+	var b strings.Builder
+	b.Grow(len(key))
+	for _, r := range key {
+		switch {
+		case r == '-' || r == '_' || r == '.' || r == ' ':
+		case r >= 'A' && r <= 'Z':
+			b.WriteRune(r + ('a' - 'A'))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	k := b.String()
+	if sensitiveKeysExact[k] {
+		return true
+	}
+	for _, p := range sensitiveKeyParts {
+		if strings.Contains(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// A secretPattern masks what re matches; repl may keep a non-secret prefix
+// (a header name, "Bearer ", a key name) through submatch references. re
+// runs only when the lower-cased text contains one of hints: every match of
+// re contains one of them, and most text contains none, which is far cheaper
+// to find out than running the regexp.
+type secretPattern struct {
+	name  string
+	hints []string
+	re    *regexp.Regexp
+	repl  string
+}
+
+// secretPatterns find secrets inside free text. Order matters: whole
+// private-key blocks and header values go first so the token patterns do
+// not leave parts of them behind.
+var secretPatterns = []secretPattern{
+	{"private key block", []string{"private key"}, regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`), Redacted},
+	{"authorization header", []string{"authorization"}, regexp.MustCompile(`(?i)\b((?:proxy-)?authorization\s*[:=]\s*"?)(?:(?:bearer|basic|token|digest|negotiate|aws4-hmac-sha256)\s+)?[^\s"',;]+`), "${1}" + Redacted},
+	{"bearer token", []string{"bearer"}, regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]+=*`), "${1}" + Redacted},
+	{"basic credentials", []string{"basic"}, regexp.MustCompile(`(?i)\b(basic\s+)[A-Za-z0-9+/]{8,}={0,2}`), "${1}" + Redacted},
+	{"github token", []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,255}\b`), Redacted},
+	{"github fine-grained token", []string{"github_pat_"}, regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,255}`), Redacted},
+	{"gitlab token", []string{"glpat-"}, regexp.MustCompile(`\bglpat-[A-Za-z0-9_\-]{20,}`), Redacted},
+	{"aws access key id", []string{"akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa", "abia", "acca"}, regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b`), Redacted},
+	{"aws secret access key", []string{"aws"}, regexp.MustCompile(`(?i)(aws_?secret_?(?:access_?)?key["']?\s*[:=]\s*["']?)[A-Za-z0-9/+=]{40}`), "${1}" + Redacted},
+	{"slack token", []string{"xox"}, regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}`), Redacted},
+	{"model api key", []string{"sk-"}, regexp.MustCompile(`\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}`), Redacted},
+	{"google api key", []string{"aiza"}, regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`), Redacted},
+	{"json web token", []string{"eyj"}, regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`), Redacted},
+	{"url password", []string{"://"}, regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@"']*):[^@\s/"']+@`), "${1}:" + Redacted + "@"},
+	{"password assignment", []string{"pass", "secret", "token", "key"}, regexp.MustCompile(`(?i)([A-Za-z0-9_.\-]*(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key)["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Redacted},
+}
+
+// RedactString masks secrets inside free text (error messages, reasons,
+// command lines). Invalid UTF-8 is replaced, and NUL bytes, which Postgres
+// text cannot hold, become U+FFFD.
+func RedactString(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	lower := asciiLower(s)
+	for _, p := range secretPatterns {
+		if !containsAny(lower, p.hints) {
+			continue
+		}
+		if r := p.re.ReplaceAllString(s, p.repl); r != s {
+			s, lower = r, asciiLower(r)
+		}
+	}
+	return s
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// asciiLower lower-cases ASCII letters only (hints are ASCII), allocating
+// only when s has an upper-case letter.
+func asciiLower(s string) string {
+	i := 0
+	for i < len(s) && !(s[i] >= 'A' && s[i] <= 'Z') {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	b := []byte(s)
+	for ; i < len(b); i++ {
+		if c := b[i]; c >= 'A' && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+// Redact returns a copy of the JSON arguments with secrets masked: string
+// values under sensitive keys (password, token, api_key, Authorization, ...)
+// become Redacted, and secrets found by pattern inside any string (GitHub
+// and cloud tokens, bearer and basic credentials, private-key blocks,
+// passwords in URLs and assignments) are masked in place. The result is
+// always valid JSON (keys sorted, HTML not escaped); input that does not
+// parse is kept, redacted and bounded, as {"invalid_json": "..."}.
+func Redact(args json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return invalidJSON(args)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalidJSON(args) // trailing data after the value
+	}
+	out, err := marshal(redactValue(v, false))
+	if err != nil {
+		return invalidJSON(args)
+	}
+	return out
+}
+
+func invalidJSON(args []byte) json.RawMessage {
+	s := string(args)
+	if len(s) > maxInvalidJSON {
+		s = s[:maxInvalidJSON]
+	}
+	out, _ := marshal(map[string]any{"invalid_json": RedactString(s)})
+	return out
+}
+
+// redactValue walks a decoded JSON value. under is true below a sensitive key.
+func redactValue(v any, under bool) any {
+	switch x := v.(type) {
+	case string:
+		if under && x != "" {
+			return Redacted
+		}
+		return RedactString(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, val := range x {
+			rk := RedactString(k)
+			for n := 2; ; n++ {
+				if _, dup := out[rk]; !dup {
+					break
+				}
+				rk = RedactString(k) + "#" + itoa(n)
+			}
+			out[rk] = redactValue(val, under || sensitiveKey(k))
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, val := range x {
+			out[i] = redactValue(val, under)
+		}
+		return out
+	default: // json.Number, bool, nil: not secrets
+		return v
+	}
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
+
+// marshal encodes v as compact JSON without HTML escaping.
+func marshal(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// RedactEvent returns a copy of e with arguments and free-text fields
+// redacted, ready to be stored. Every sink stores only redacted events.
+func RedactEvent(e Event) Event {
+	switch x := e.(type) {
+	case *ToolCallDecision:
+		c := *x
+		c.Args = Redact(x.Args)
+		c.Reason = RedactString(x.Reason)
+		c.Detail = RedactString(x.Detail)
+		c.Rule, c.Server, c.Tool = RedactString(x.Rule), RedactString(x.Server), RedactString(x.Tool)
+		c.SessionID, c.CallID = RedactString(x.SessionID), RedactString(x.CallID)
+		c.Decision, c.EscalationID = RedactString(x.Decision), RedactString(x.EscalationID)
+		c.ShadowDecision, c.ShadowRule = RedactString(x.ShadowDecision), RedactString(x.ShadowRule)
+		return &c
+	case *ToolCallOutcome:
+		c := *x
+		c.Error = RedactString(x.Error)
+		c.SessionID, c.CallID, c.Status = RedactString(x.SessionID), RedactString(x.CallID), RedactString(x.Status)
+		return &c
+	case *EgressEvent:
+		c := *x
+		c.Reason, c.Error, c.Rule = RedactString(x.Reason), RedactString(x.Error), RedactString(x.Rule)
+		c.Host, c.Method, c.Kind = RedactString(x.Host), RedactString(x.Method), RedactString(x.Kind)
+		c.SessionID, c.ID, c.ToolCallID = RedactString(x.SessionID), RedactString(x.ID), RedactString(x.ToolCallID)
+		c.ResolvedIP, c.Decision = RedactString(x.ResolvedIP), RedactString(x.Decision)
+		return &c
+	case *LLMCall:
+		c := *x
+		c.Error, c.Path, c.Model = RedactString(x.Error), RedactString(x.Path), RedactString(x.Model)
+		c.SessionID, c.ID, c.Provider = RedactString(x.SessionID), RedactString(x.ID), RedactString(x.Provider)
+		return &c
+	}
+	return e
+}
