@@ -69,6 +69,16 @@ type CallInfo struct {
 	// (the fetch server then also lets the approved URL's own host through
 	// its allowlist; the address rules still apply).
 	Approved bool
+	// PolicyArgs are the arguments the policy judged (policy.Evaluation's
+	// Policy map: named git remotes replaced by the URLs they resolved to).
+	// The git server runs network operations only against these URLs, so a
+	// remote re-pointed between the decision (or a human approval) and the
+	// call is refused rather than contacted.
+	PolicyArgs map[string]any
+	// Push is the push plan the policy checked (policy.Evaluation.Push); the
+	// git server recomputes the plan at call time and refuses to push when
+	// it differs.
+	Push *policy.PushPlan
 }
 
 type callInfoKey struct{}
