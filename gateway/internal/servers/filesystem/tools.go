@@ -9,10 +9,10 @@ import (
 
 // Argument roles used by the annotations (the policy engine's registry).
 const (
-	roleRead   policy.Role = "read-path"
-	roleWrite  policy.Role = "write-path"
-	roleDelete policy.Role = "delete-path"
-	roleNone   policy.Role = "none"
+	roleRead   = policy.RoleReadPath
+	roleWrite  = policy.RoleWritePath
+	roleDelete = policy.RoleDeletePath
+	roleNone   = policy.RoleNone
 )
 
 // param declares one argument: its check, its JSON Schema and its roles.
