@@ -97,7 +97,7 @@ func (t *ToolAnnotation) UnmarshalJSON(b []byte) error {
 		t.InputSchema = append(json.RawMessage(nil), raw.InputSchema...)
 	}
 	if len(bytes.TrimSpace(raw.Args)) == 0 {
-		return errors.New("args: missing")
+		return &FileError{Path: "args", Err: errors.New("missing")}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw.Args))
 	dec.UseNumber()
@@ -106,7 +106,7 @@ func (t *ToolAnnotation) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("args: %w", err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return errors.New("args: must be an object")
+		return &FileError{Path: "args", Err: errors.New("must be an object")}
 	}
 	seen := map[string]bool{}
 	for dec.More() {
@@ -116,12 +116,12 @@ func (t *ToolAnnotation) UnmarshalJSON(b []byte) error {
 		}
 		name := tok.(string) // object keys are always strings
 		if seen[name] {
-			return fmt.Errorf("args.%s: duplicate argument", name)
+			return &FileError{Path: "args." + name, Err: errors.New("duplicate argument")}
 		}
 		seen[name] = true
 		var spec ArgSpec
 		if err := dec.Decode(&spec); err != nil {
-			return fmt.Errorf("args.%s: %w", name, err)
+			return &FileError{Path: "args." + name, Err: cleanJSONErr(err)}
 		}
 		t.Args = append(t.Args, ArgAnnotation{Name: name, Spec: spec})
 	}

@@ -250,14 +250,23 @@ func (e *FileError) Unwrap() error { return e.Err }
 func fileErr(file, path string, err error) error {
 	var fe *FileError
 	if errors.As(err, &fe) && fe.File == "" {
-		if path != "" && fe.Path != "" {
-			path += "." + fe.Path
-		} else if fe.Path != "" {
-			path = fe.Path
-		}
+		path = joinPath(path, fe.Path)
 		err = fe.Err
 	}
 	return &FileError{File: file, Path: path, Err: err}
+}
+
+// joinPath joins JSON path segments ("a" + "b" = "a.b", "a" + "[1]" = "a[1]").
+func joinPath(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	case strings.HasPrefix(b, "["):
+		return a + b
+	}
+	return a + "." + b
 }
 
 // jsonErr adds a line and column to JSON syntax and type errors.

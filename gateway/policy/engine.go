@@ -186,3 +186,6 @@ func (e *Engine) evaluateTrusted(ctx context.Context, r Request) Evaluation {
 	ev.Push = &plan
 	return ev
 }
+
+// RuleCount returns the number of compiled rules.
+func (e *Engine) RuleCount() int { return len(e.rules) }

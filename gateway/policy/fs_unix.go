@@ -50,9 +50,10 @@ type fingerprint struct {
 	mode     uint32
 }
 
+// statFingerprint lstats name: a file swapped for a symlink changes inode.
 func statFingerprint(name string) (fingerprint, bool) {
 	var st syscall.Stat_t
-	if err := syscall.Stat(name, &st); err != nil {
+	if err := syscall.Lstat(name, &st); err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
 			return fingerprint{}, true
 		}

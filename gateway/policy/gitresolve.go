@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ironcurtain.dev/gateway/internal/gitexec"
@@ -54,6 +55,8 @@ type GitResolver struct {
 	timeout time.Duration
 	run     func(ctx context.Context, o gitexec.Options, args ...string) (gitexec.Result, error)
 	now     func() time.Time
+	noCache bool         // tests and benchmarks of the cold path
+	stats   atomic.Int64 // fingerprint lstats (reported by benchmarks)
 
 	mu    sync.Mutex
 	cache map[resolveKey]*resolveEntry
@@ -88,9 +91,9 @@ func ResolveFetchRemote(ctx context.Context, repoDir, sandbox, name string) (Rem
 }
 
 type resolveKey struct {
-	gitDir string
-	name   string
-	push   bool
+	repoDir, sandbox string
+	name             string
+	push             bool
 }
 
 type resolveEntry struct {
@@ -108,6 +111,11 @@ func (g *GitResolver) Resolve(ctx context.Context, repoDir, sandbox, name string
 	if sandbox == "" {
 		return RemoteResolution{}, fmt.Errorf("%w: no sandbox is configured", ErrRemote)
 	}
+	key := resolveKey{repoDir: repoDir, sandbox: sandbox, name: name, push: push}
+	if res, ok := g.cached(key); ok {
+		return res, nil
+	}
+	start := g.now()
 	repo, err := gitexec.FindRepo(repoDir, sandbox)
 	if err != nil {
 		return RemoteResolution{}, fmt.Errorf("%w: %w", ErrRemote, err)
@@ -115,17 +123,33 @@ func (g *GitResolver) Resolve(ctx context.Context, repoDir, sandbox, name string
 	if !repo.Within(sandbox) {
 		return RemoteResolution{}, fmt.Errorf("%w: the repository's git directory is outside the sandbox", ErrRemote)
 	}
-	key := resolveKey{gitDir: repo.GitDir, name: name, push: push}
-	if res, ok := g.cached(key); ok {
-		return res, nil
-	}
-	start := g.now()
 	res, files, err := g.resolve(ctx, repo, name, push)
 	if err != nil {
 		return RemoteResolution{}, err
 	}
-	g.store(key, res, files, start)
+	// The result also depends on which repository repoDir belongs to: the
+	// .git entries from repoDir up to the work tree and the commondir link.
+	for d := repoDir; ; d = filepath.Dir(d) {
+		files = append(files, filepath.Join(d, ".git"))
+		if d == repo.WorkTree || d == sandbox || d == "/" {
+			break
+		}
+	}
+	files = append(files, filepath.Join(repo.GitDir, "commondir"))
+	if !g.noCache {
+		g.store(key, res, dedupe(files), start)
+	}
 	return res, nil
+}
+
+func dedupe(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if !contains(s[:i], v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (g *GitResolver) cached(key resolveKey) (RemoteResolution, bool) {
@@ -136,6 +160,7 @@ func (g *GitResolver) cached(key resolveKey) (RemoteResolution, bool) {
 		return RemoteResolution{}, false
 	}
 	for i, f := range e.files {
+		g.stats.Add(1)
 		fp, ok := statFingerprint(f)
 		if !ok || fp != e.fps[i] {
 			return RemoteResolution{}, false

@@ -119,7 +119,7 @@ func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, f
 }
 
 func settingsErr(field string, err error) error {
-	return &FileError{File: "settings", Path: field, Err: err}
+	return fileErr("settings", field, err)
 }
 
 func (e *Engine) compileSettings(s Settings) error {
