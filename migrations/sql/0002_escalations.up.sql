@@ -2,7 +2,7 @@
 -- "approve similar" whitelist.
 
 CREATE TABLE escalations (
-    id               uuid        PRIMARY KEY,
+    id               text        PRIMARY KEY,
     call_id          text        NOT NULL UNIQUE,
     session_id       text        NOT NULL,
     kind             text        NOT NULL CHECK (kind IN ('tool_call', 'egress')),
@@ -46,7 +46,7 @@ COMMENT ON COLUMN escalations.decision_reason IS 'The operator''s reason.';
 CREATE TABLE session_approvals (
     id             uuid        PRIMARY KEY,
     session_id     text        NOT NULL,
-    escalation_id  uuid        NOT NULL REFERENCES escalations (id),
+    escalation_id  text        NOT NULL REFERENCES escalations (id),
     server         text        NOT NULL,
     tool           text        NOT NULL,
     scope          text        NOT NULL CHECK (scope IN ('directory', 'domain', 'exact')),

@@ -375,3 +375,17 @@ func (s *Server) adminExec(ctx context.Context, sql string) error {
 	_, err = conn.Exec(ctx, sql)
 	return err
 }
+
+// Connect opens another pool on db (a second gateway replica, say), closed
+// when the test ends.
+func Connect(t testing.TB, db *DB) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	pool, err := store.Open(ctx, db.DSN)
+	if err != nil {
+		unavailable(t, fmt.Errorf("connecting to test database: %w", err))
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
