@@ -73,12 +73,24 @@ type Client struct {
 
 	mu       sync.Mutex
 	inflight map[string]*call // by progress token
+	// recent maps the tokens of recently finished calls to their tool, so
+	// a progress notice handled after the response still names its call.
+	recent      map[string]string
+	recentOrder []string
 }
+
+const recentTokens = 64
 
 type call struct {
 	tool       string
 	escalation *Escalation
+	notified   chan struct{} // signalled by the first escalation notice
 }
+
+// noticeGrace is how long a refused call waits for an escalation notice
+// that may still be queued behind the response (notifications are handled
+// on their own goroutine). Only refused calls without a notice wait.
+const noticeGrace = 25 * time.Millisecond
 
 // Connect opens a session (initialize) with the gateway.
 func Connect(ctx context.Context, cfg Config) (*Client, error) {
@@ -88,7 +100,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{cfg: cfg, inflight: map[string]*call{}}
+	c := &Client{cfg: cfg, inflight: map[string]*call{}, recent: map[string]string{}}
 	base := cfg.HTTPClient
 	if base == nil {
 		base = &http.Client{Transport: DirectTransport()}
@@ -180,13 +192,19 @@ func (c *Client) Tools(ctx context.Context) ([]tsdecl.Tool, error) {
 // IsError set; an error means the gateway could not be asked.
 func (c *Client) Call(ctx context.Context, tool string, args map[string]any) (Result, error) {
 	token := "ic-" + strconv.FormatInt(c.seq.Add(1), 10)
-	cl := &call{tool: tool}
+	cl := &call{tool: tool, notified: make(chan struct{}, 1)}
 	c.mu.Lock()
 	c.inflight[token] = cl
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.inflight, token)
+		c.recent[token] = tool
+		c.recentOrder = append(c.recentOrder, token)
+		if len(c.recentOrder) > recentTokens {
+			delete(c.recent, c.recentOrder[0])
+			c.recentOrder = c.recentOrder[1:]
+		}
 		c.mu.Unlock()
 	}()
 
@@ -197,6 +215,15 @@ func (c *Client) Call(ctx context.Context, tool string, args map[string]any) (Re
 		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
 	}
 	out := Result{Text: contentText(res.Content), Structured: res.StructuredContent, IsError: res.IsError}
+	c.mu.Lock()
+	seen := cl.escalation != nil
+	c.mu.Unlock()
+	if res.IsError && !seen {
+		select {
+		case <-cl.notified:
+		case <-time.After(noticeGrace):
+		}
+	}
 	c.mu.Lock()
 	if cl.escalation != nil {
 		esc := *cl.escalation
@@ -236,6 +263,10 @@ func (c *Client) onLog(_ context.Context, req *mcp.LoggingMessageRequest) {
 		if cl.tool == esc.Tool {
 			e := esc
 			cl.escalation = &e
+			select {
+			case cl.notified <- struct{}{}:
+			default:
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -265,10 +296,13 @@ func (c *Client) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 	}
 	token := fmt.Sprint(req.Params.ProgressToken)
 	c.mu.Lock()
-	cl, ok := c.inflight[token]
+	tool, ok := c.recent[token]
+	if cl, in := c.inflight[token]; in {
+		tool, ok = cl.tool, true
+	}
 	c.mu.Unlock()
 	if ok {
-		c.cfg.OnProgress(cl.tool, req.Params.Message)
+		c.cfg.OnProgress(tool, req.Params.Message)
 	}
 }
 

@@ -186,10 +186,17 @@ func TestEscalationNotifications(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(progress) == 0 || !strings.Contains(progress[0], "filesystem__move_file: escalation esc-42") {
-				t.Errorf("progress messages = %q", progress)
+			for {
+				mu.Lock()
+				got := strings.Join(progress, "|")
+				mu.Unlock()
+				if strings.Contains(got, "filesystem__move_file: escalation esc-42: pending") && strings.Contains(got, "esc-42: "+tc.wantStatus[1]) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("progress messages = %q", got)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 		})
 	}
