@@ -34,7 +34,9 @@ func gateway(t *testing.T, approve bool) (*mcptest.Server, *mcpclient.Client, *[
 	decide <- approve
 	srv := mcptest.Start(token,
 		mcptest.Tool{Name: "filesystem__read_text_file", Schema: `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`,
-			Handler: func(_ context.Context, a map[string]any) (string, bool) { return "contents of " + a["path"].(string), false }},
+			Handler: func(_ context.Context, a map[string]any) (string, bool) {
+				return "contents of " + a["path"].(string), false
+			}},
 		mcptest.Tool{Name: "filesystem__write_file", Schema: `{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`,
 			Handler: func(_ context.Context, a map[string]any) (string, bool) {
 				if p, _ := a["path"].(string); !strings.HasPrefix(p, "/workspace/") {
