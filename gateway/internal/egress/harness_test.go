@@ -119,7 +119,7 @@ func withDeps(f func(*Deps)) proxyOpt {
 // startProxy runs a proxy that allows example.com and *.allowed.test,
 // resolves names with a fake resolver (all of them to 127.0.0.1 unless a
 // test says otherwise) and may dial 127.0.0.0/8.
-func startProxy(t *testing.T, upstreamPort int, opts ...proxyOpt) *testProxy {
+func startProxy(t testing.TB, upstreamPort int, opts ...proxyOpt) *testProxy {
 	t.Helper()
 	auth, err := session.NewStatic(map[string]string{"s1": tokenS1, "s2": tokenS2})
 	if err != nil {
@@ -184,7 +184,7 @@ func basicAuth(token string) string {
 
 // rawConnect sends a CONNECT with the given Proxy-Authorization (none when
 // empty) and returns the connection and the response.
-func rawConnect(t *testing.T, proxyAddr, target, auth string) (net.Conn, *http.Response) {
+func rawConnect(t testing.TB, proxyAddr, target, auth string) (net.Conn, *http.Response) {
 	t.Helper()
 	c, err := net.Dial("tcp", proxyAddr)
 	if err != nil {
@@ -198,7 +198,7 @@ func rawConnect(t *testing.T, proxyAddr, target, auth string) (net.Conn, *http.R
 	return c, rawRoundTrip(t, c, req, http.MethodConnect)
 }
 
-func rawRoundTrip(t *testing.T, c net.Conn, req, method string) *http.Response {
+func rawRoundTrip(t testing.TB, c net.Conn, req, method string) *http.Response {
 	t.Helper()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(c, req); err != nil {
@@ -214,7 +214,7 @@ func rawRoundTrip(t *testing.T, c net.Conn, req, method string) *http.Response {
 
 // body reads and closes a response body; a 200 answer to CONNECT has none
 // (what follows is the tunnel).
-func body(t *testing.T, r *http.Response) string {
+func body(t testing.TB, r *http.Response) string {
 	t.Helper()
 	if r.Request != nil && r.Request.Method == http.MethodConnect && r.StatusCode == http.StatusOK {
 		return ""
@@ -229,7 +229,7 @@ func body(t *testing.T, r *http.Response) string {
 
 // tlsUpstream is an HTTPS server on 127.0.0.1 whose certificate names
 // example.com (httptest's certificate).
-func tlsUpstream(t *testing.T) (*httptest.Server, int, *x509.CertPool) {
+func tlsUpstream(t testing.TB) (*httptest.Server, int, *x509.CertPool) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Proxy-Authorization") != "" {

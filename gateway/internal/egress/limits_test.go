@@ -15,7 +15,7 @@ import (
 )
 
 // echoUpstream is a TCP server on 127.0.0.1 that echoes what it reads.
-func echoUpstream(t *testing.T) int {
+func echoUpstream(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
