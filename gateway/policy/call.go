@@ -164,6 +164,10 @@ type call struct {
 
 type pathPair struct{ raw, canon string }
 
+// maxValuesPerCall bounds the array elements of resource arguments in one
+// call (each may cost a realpath or a parse).
+const maxValuesPerCall = 1024
+
 // canonicalPath canonicalises raw at most once per call.
 func (c *call) canonicalPath(raw string) (string, error) {
 	for _, p := range c.cache {
@@ -233,6 +237,7 @@ func (c *call) prepare() (Evaluation, bool) {
 		return Evaluation{}, false
 	}
 	c.vals = make([]argVal, len(c.t.ann.Args))
+	total := 0
 	for i, a := range c.t.ann.Args {
 		role := c.rr.first[i]
 		if role == "" {
@@ -247,12 +252,15 @@ func (c *call) prepare() (Evaluation, bool) {
 			v.absent = true
 			continue
 		case string:
-			if x == "" && def.Category != CategoryPath {
-				v.absent = true
+			if x == "" && def.Canonicalisation == CanonGitRemote {
+				v.absent = true // the repository's default remote
 				continue
 			}
 			strs = []string{x}
 		case []any:
+			if total += len(x); total > maxValuesPerCall {
+				return c.deny(RuleInvalidArgument, fmt.Sprintf("too many values (more than %d paths, URLs or identifiers in one call)", maxValuesPerCall), "")
+			}
 			strs = make([]string, 0, len(x))
 			for j, e := range x {
 				s, ok := e.(string)
@@ -309,7 +317,7 @@ func (c *call) prepare() (Evaluation, bool) {
 // safePathErr describes a canonicalisation failure without host details.
 func safePathErr(err error) string {
 	switch err {
-	case errPathControl, errPathTooLong, errPathRelative, errPathNoHome, errPathLoop:
+	case errPathControl, errPathTooLong, errPathRelative, errPathNoHome, errPathLoop, errPathMissingParent:
 		return err.Error()
 	}
 	return "it cannot be resolved"
@@ -446,7 +454,9 @@ func splitWords(s string) []string {
 		ch := s[i]
 		switch {
 		case ch >= 'A' && ch <= 'Z':
-			if i > 0 && s[i-1] >= 'a' && s[i-1] <= 'z' {
+			prevLower := i > 0 && (s[i-1] >= 'a' && s[i-1] <= 'z' || s[i-1] >= '0' && s[i-1] <= '9')
+			acronymEnd := i > 0 && s[i-1] >= 'A' && s[i-1] <= 'Z' && i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
+			if prevLower || acronymEnd {
 				flush()
 			}
 			cur = append(cur, ch+'a'-'A')

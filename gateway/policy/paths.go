@@ -15,12 +15,12 @@ const (
 )
 
 var (
-	errPathControl    = errors.New("path contains a NUL or control character")
-	errPathTooLong    = errors.New("path is too long")
-	errPathRelative   = errors.New("relative path without a sandbox")
-	errPathNoHome     = errors.New("path starts with ~ but no home directory is set")
-	errPathLoop       = errors.New("too many levels of symbolic links")
-	errPathNotAString = errors.New("path argument must be a string or an array of strings")
+	errPathControl       = errors.New("path contains a NUL or control character")
+	errPathTooLong       = errors.New("path is too long")
+	errPathRelative      = errors.New("relative path without a sandbox")
+	errPathNoHome        = errors.New("path starts with ~ but no home directory is set")
+	errPathLoop          = errors.New("too many levels of symbolic links")
+	errPathMissingParent = errors.New("path climbs (..) out of a directory that does not exist or is not a directory")
 )
 
 // fileSystem is what the canonicaliser asks of the filesystem. Tests swap
@@ -122,10 +122,13 @@ func under(p, root string) (string, bool) {
 }
 
 // walk resolves rest (relative components) starting from the already
-// canonical directory resolved.
+// canonical directory resolved. Once a component does not exist (or is not
+// a directory) the remaining components are appended lexically; a ".."
+// after that point is refused, as the kernel would refuse it: resolving it
+// lexically could land on an existing symlink that was never followed.
 func (c *pathCanon) walk(resolved, rest string) (string, error) {
 	hops := 0
-	missing := false
+	missing := false // resolved does not exist or is not a directory
 	for rest != "" {
 		var comp string
 		if i := strings.IndexByte(rest, '/'); i >= 0 {
@@ -137,6 +140,9 @@ func (c *pathCanon) walk(resolved, rest string) (string, error) {
 		case "", ".":
 			continue
 		case "..":
+			if missing {
+				return "", errPathMissingParent
+			}
 			resolved = parent(resolved)
 			continue
 		}
@@ -156,6 +162,7 @@ func (c *pathCanon) walk(resolved, rest string) (string, error) {
 		}
 		if mode&fs.ModeSymlink == 0 {
 			resolved = next
+			missing = !mode.IsDir()
 			continue
 		}
 		hops++
