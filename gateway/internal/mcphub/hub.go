@@ -1,0 +1,316 @@
+// Package mcphub is the gateway's MCP endpoint for the agent: one streamable
+// HTTP endpoint (/mcp, mark3labs/mcp-go) authenticated by the session's agent
+// token, exposing the tools of every built-in and external server as
+// "<server>__<tool>", and the one call pipeline every tool call goes through:
+//
+//	look up the annotation → policy.Evaluate (transport and policy args)
+//	→ write-ahead audit decision (a failure refuses the call)
+//	→ escalate: escalation id recorded first, the human's answer recorded
+//	  before anything runs
+//	→ forward to the server (per-call timeout, CallInfo in the context)
+//	→ size-capped result → audit outcome, metrics.
+//
+// A tool is listed and callable only if its server declares it and the policy
+// engine has an annotation for it. What reaches the agent on a refusal is
+// short and says what was refused and why; the detail goes to the audit
+// record.
+package mcphub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/metrics"
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/policy"
+)
+
+// Defaults applied when the corresponding Config field is zero.
+const (
+	DefaultMaxResultBytes  = 1 << 20
+	DefaultCallTimeout     = 2 * time.Minute
+	DefaultMaxRequestBytes = 4 << 20
+	DefaultSessionIdleTTL  = time.Hour
+	DefaultProgressEvery   = 15 * time.Second
+	// Separator joins server and tool names in the names the agent sees.
+	Separator = "__"
+)
+
+// Policy is what the hub needs of the policy engine; *policy.Engine
+// implements it.
+type Policy interface {
+	Annotation(server, tool string) (policy.ToolAnnotation, bool)
+	Evaluate(ctx context.Context, r policy.Request) policy.Evaluation
+}
+
+var _ Policy = (*policy.Engine)(nil)
+
+// Config holds the hub's settings.
+type Config struct {
+	// MaxResultBytes caps the text and data of one tool result; a larger
+	// result is cut and the cut is marked.
+	MaxResultBytes int
+	// CallTimeout bounds the server's work on one call (not the time a
+	// human takes to answer an escalation).
+	CallTimeout time.Duration
+	// MaxRequestBytes caps the body of one request to /mcp.
+	MaxRequestBytes int64
+	// SessionIdleTTL ends MCP sessions idle this long.
+	SessionIdleTTL time.Duration
+	// ProgressEvery is how often a call waiting for a human sends a progress
+	// notification (when the request carried a progress token).
+	ProgressEvery time.Duration
+	// Version is reported to clients in serverInfo.
+	Version string
+}
+
+// Deps are the hub's collaborators.
+type Deps struct {
+	// Servers are the tool servers, built-in and external (required).
+	Servers []servers.Server
+	// Policy decides every call (required).
+	Policy Policy
+	// Escalator asks a human; nil means escalation.Deny{}.
+	Escalator escalation.Escalator
+	// Audit records decisions and outcomes (required).
+	Audit audit.Sink
+	// Auth maps agent tokens to sessions (required).
+	Auth session.Authenticator
+	// Metrics records calls (optional).
+	Metrics *metrics.ToolCalls
+	// Logger (optional; nil discards).
+	Logger *slog.Logger
+	// Now and NewID are for tests (defaults time.Now and UUIDv4).
+	Now   func() time.Time
+	NewID func() string
+}
+
+// toolEntry is one exposed tool.
+type toolEntry struct {
+	key    string // "server__tool"
+	server string
+	tool   string
+	srv    servers.Server
+	def    servers.Tool
+}
+
+// Hub is the MCP endpoint and the call pipeline.
+type Hub struct {
+	cfg     Config
+	policy  Policy
+	esc     escalation.Escalator
+	sink    audit.Sink
+	auth    session.Authenticator
+	metrics *metrics.ToolCalls
+	log     *slog.Logger
+	now     func() time.Time
+	newID   func() string
+
+	tools map[string]*toolEntry
+	names []string // sorted keys of tools
+
+	mcp     *server.MCPServer
+	http    *server.StreamableHTTPServer
+	handler http.Handler
+	owners  sessionOwners
+}
+
+// New builds the hub: it checks every server's tools against the policy's
+// annotations (tools without one are not exposed and are logged) and
+// registers the rest with the MCP server.
+func New(cfg Config, d Deps) (*Hub, error) {
+	switch {
+	case d.Policy == nil:
+		return nil, errors.New("creating MCP hub: a policy engine is required")
+	case d.Audit == nil:
+		return nil, errors.New("creating MCP hub: an audit sink is required")
+	case d.Auth == nil:
+		return nil, errors.New("creating MCP hub: an authenticator is required")
+	}
+	if cfg.MaxResultBytes < 0 || cfg.CallTimeout < 0 || cfg.MaxRequestBytes < 0 || cfg.SessionIdleTTL < 0 || cfg.ProgressEvery < 0 {
+		return nil, errors.New("creating MCP hub: limits must not be negative")
+	}
+	if cfg.MaxResultBytes == 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.SessionIdleTTL == 0 {
+		cfg.SessionIdleTTL = DefaultSessionIdleTTL
+	}
+	if cfg.ProgressEvery == 0 {
+		cfg.ProgressEvery = DefaultProgressEvery
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	h := &Hub{
+		cfg: cfg, policy: d.Policy, esc: d.Escalator, sink: d.Audit, auth: d.Auth,
+		metrics: d.Metrics, log: d.Logger, now: d.Now, newID: d.NewID,
+		tools: map[string]*toolEntry{},
+	}
+	if h.esc == nil {
+		h.esc = escalation.Deny{}
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.newID == nil {
+		h.newID = uuid.NewString
+	}
+	if err := h.register(d.Servers); err != nil {
+		return nil, fmt.Errorf("creating MCP hub: %w", err)
+	}
+	h.buildMCP()
+	return h, nil
+}
+
+// register indexes the servers' tools that have an annotation.
+func (h *Hub) register(list []servers.Server) error {
+	seen := map[string]bool{}
+	for _, s := range list {
+		name := s.Name()
+		if err := checkServerName(name); err != nil {
+			return err
+		}
+		if seen[name] {
+			return fmt.Errorf("server %q is configured twice", name)
+		}
+		seen[name] = true
+		for _, t := range s.Tools() {
+			if t.Name == "" || strings.ContainsAny(t.Name, " \t\r\n/") {
+				return fmt.Errorf("server %q declares a tool with an invalid name %q", name, t.Name)
+			}
+			key := name + Separator + t.Name
+			if _, dup := h.tools[key]; dup {
+				return fmt.Errorf("server %q declares tool %q twice", name, t.Name)
+			}
+			if _, ok := h.policy.Annotation(name, t.Name); !ok {
+				h.log.Warn("tool has no policy annotation; it is not exposed", "server", name, "tool", t.Name)
+				continue
+			}
+			h.tools[key] = &toolEntry{key: key, server: name, tool: t.Name, srv: s, def: t}
+			h.names = append(h.names, key)
+		}
+	}
+	sort.Strings(h.names)
+	return nil
+}
+
+// checkServerName refuses names that would make "server__tool" ambiguous.
+func checkServerName(name string) error {
+	if name == "" || strings.Contains(name, Separator) || strings.HasPrefix(name, "_") || strings.HasSuffix(name, "_") {
+		return fmt.Errorf("server name %q is invalid (empty, or contains %q, or starts or ends with '_')", name, Separator)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("server name %q is invalid: use lower-case letters, digits, '-' and '_'", name)
+		}
+	}
+	return nil
+}
+
+// Tools returns the exposed tool names ("server__tool"), sorted.
+func (h *Hub) Tools() []string { return append([]string(nil), h.names...) }
+
+// buildMCP creates the mcp-go server with one handler per exposed tool and
+// the streamable HTTP transport around it.
+func (h *Hub) buildMCP() {
+	hooks := &server.Hooks{}
+	hooks.AddOnError(h.onMCPError)
+	h.mcp = server.NewMCPServer("ironcurtain", h.cfg.Version,
+		server.WithToolCapabilities(false),
+		server.WithLogging(),
+		server.WithHooks(hooks),
+		server.WithInstructions("Tools of the IronCurtain gateway. Every call is checked by policy, "+
+			"recorded, and may wait for a human's approval."),
+	)
+	for _, key := range h.names {
+		e := h.tools[key]
+		tool := mcp.NewToolWithRawSchema(key, e.def.Description, e.def.InputSchema)
+		h.mcp.AddTool(tool, h.toolHandler(e))
+	}
+	h.http = server.NewStreamableHTTPServer(h.mcp,
+		server.WithSessionIdleTTL(h.cfg.SessionIdleTTL),
+		server.WithStreamableHTTPLogger(h.log),
+	)
+	h.handler = h.authenticate(h.http)
+}
+
+// Handler returns the /mcp handler (authentication included) for the
+// agent-facing listener.
+func (h *Hub) Handler() http.Handler { return h.handler }
+
+// Shutdown ends the MCP sessions.
+func (h *Hub) Shutdown(ctx context.Context) error {
+	if err := h.http.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutting down MCP endpoint: %w", err)
+	}
+	return nil
+}
+
+// toolHandler adapts the pipeline to mcp-go.
+func (h *Hub) toolHandler(e *toolEntry) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		sess, ok := session.FromContext(ctx)
+		if !ok {
+			// The authentication middleware always sets it; refuse if not.
+			return mcp.NewToolResultError("refused: the call carries no agent session"), nil
+		}
+		args, ok := callArgs(req)
+		var res servers.Result
+		if !ok {
+			res = h.refuseBadArgs(ctx, sess, e)
+		} else {
+			res = h.Call(ctx, CallRequest{Session: sess, Tool: e.key, Args: args, Notify: h.mcpNotifier(ctx, req)})
+		}
+		return toMCPResult(res), nil
+	}
+}
+
+// callArgs returns the call's arguments: absent or null is an empty object,
+// anything but an object is refused.
+func callArgs(req mcp.CallToolRequest) (map[string]any, bool) {
+	switch a := req.Params.Arguments.(type) {
+	case nil:
+		return map[string]any{}, true
+	case map[string]any:
+		return a, true
+	default:
+		return nil, false
+	}
+}
+
+// onMCPError records calls to tools that do not exist (mcp-go answers them
+// with a JSON-RPC error before any handler runs).
+func (h *Hub) onMCPError(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
+	if method != mcp.MethodToolsCall || !errors.Is(err, server.ErrToolNotFound) {
+		return
+	}
+	req, ok := message.(*mcp.CallToolRequest)
+	if !ok {
+		return
+	}
+	sess, _ := session.FromContext(ctx)
+	h.recordUnknown(ctx, sess, req.Params.Name)
+}

@@ -1,0 +1,362 @@
+package mcphub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/metrics"
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/policy"
+)
+
+// Rule names the hub records for decisions it makes itself.
+const (
+	RuleEscalationApproved = "escalation-approved"
+	RuleEscalationFailed   = "escalation-failed"
+	// An escalation a human (or the timeout) refused is recorded with rule
+	// "escalation-" + the escalation's status (denied, expired, cancelled).
+	ruleEscalationPrefix = "escalation-"
+)
+
+// CallRequest is one tool call as the agent made it.
+type CallRequest struct {
+	Session session.Session
+	// Tool is the exposed name, "server__tool".
+	Tool string
+	// Args are the decoded JSON arguments (read-only).
+	Args map[string]any
+	// Notify, when set, is told about an escalation the call waits on.
+	Notify Notifier
+}
+
+// call is the state of one call going through the pipeline.
+type call struct {
+	h      *Hub
+	e      *toolEntry
+	sess   session.Session
+	id     string
+	start  time.Time
+	waited time.Duration // time spent waiting for a human
+	args   json.RawMessage
+}
+
+// Call runs one tool call through the pipeline and returns what the agent
+// sees. It never returns a Go error: every failure becomes a short IsError
+// result, and every path that does not run the tool refuses.
+func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
+	start := h.now()
+	e, ok := h.tools[r.Tool]
+	if !ok {
+		return h.recordUnknown(ctx, r.Session, r.Tool)
+	}
+	c := &call{h: h, e: e, sess: r.Session, id: h.newID(), start: start}
+
+	if _, ok := h.policy.Annotation(e.server, e.tool); !ok {
+		c.args = marshalArgs(r.Args)
+		d := policy.Decision{Status: policy.Deny, Rule: policy.RuleUnknownTool, Reason: "the tool has no policy annotation"}
+		return c.deny(ctx, c.decision(d, nil))
+	}
+	ev := h.policy.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
+	if ev.Policy != nil {
+		c.args = marshalArgs(ev.Policy)
+	} else {
+		c.args = marshalArgs(r.Args)
+	}
+	dec := c.decision(ev.Decision, ev.Shadow)
+	h.metrics.Decision(e.server, e.tool, ev.Decision.Status.String())
+
+	switch ev.Decision.Status {
+	case policy.Allow:
+		if err := h.record(ctx, dec); err != nil {
+			return c.auditFailed(ctx, err)
+		}
+		return c.forward(ctx, ev.Transport, false)
+	case policy.Escalate:
+		return c.escalate(ctx, ev, dec, r.Notify)
+	default:
+		return c.deny(ctx, dec)
+	}
+}
+
+// decision builds the write-ahead record of d.
+func (c *call) decision(d policy.Decision, shadow *policy.Decision) *audit.ToolCallDecision {
+	dec := &audit.ToolCallDecision{
+		CallID: c.id, SessionID: c.sess.ID, Time: c.h.now(),
+		Server: c.e.server, Tool: c.e.tool, Args: c.args,
+		Decision: d.Status.String(), Rule: d.Rule, Reason: d.Reason, Detail: d.Detail,
+	}
+	if shadow != nil {
+		dec.ShadowDecision, dec.ShadowRule = shadow.Status.String(), shadow.Rule
+	}
+	return dec
+}
+
+// deny records a refusal by policy; nothing runs, so a failure to record is
+// logged, not shown.
+func (c *call) deny(ctx context.Context, dec *audit.ToolCallDecision) servers.Result {
+	c.h.recordAfter(ctx, dec)
+	msg := fmt.Sprintf("refused %s: %s", c.e.key, agentText(dec.Reason, "policy does not allow it"))
+	return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(msg), "", 0, false)
+}
+
+// auditFailed refuses a call whose decision could not be recorded.
+func (c *call) auditFailed(ctx context.Context, err error) servers.Result {
+	c.h.log.Error("audit decision not recorded; call refused", "call_id", c.id, "tool", c.e.key, "err", err)
+	msg := fmt.Sprintf("refused %s: the gateway could not record the call in its audit log, so it did not run; tell the operator (call %s)", c.e.key, c.id)
+	return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "audit: "+err.Error(), 0, false)
+}
+
+// escalate records the escalation write-ahead, asks a human, records the
+// answer and runs the call only if it was approved and recorded.
+func (c *call) escalate(ctx context.Context, ev policy.Evaluation, dec *audit.ToolCallDecision, n Notifier) servers.Result {
+	h := c.h
+	escID := h.newID()
+	dec.EscalationID = escID
+	// The escalation row (created by the Escalator) is what operators see;
+	// the decision naming it is durable first.
+	if err := h.record(ctx, dec); err != nil {
+		return c.auditFailed(ctx, err)
+	}
+	notice := EscalationNotice{EscalationID: escID, Tool: c.e.key, Status: StatusPending, Reason: agentText(ev.Decision.Reason, "policy asks for a human")}
+	notify(ctx, n, notice)
+
+	waitStart := h.now()
+	stop := progressLoop(ctx, n, notice, h.cfg.ProgressEvery)
+	res, err := h.esc.Escalate(ctx, escalation.Request{
+		ID: escID, CallID: c.id, SessionID: c.sess.ID, Kind: "tool_call",
+		Server: c.e.server, Tool: c.e.tool, Args: audit.Redact(c.args),
+		Rule: ev.Decision.Rule, Reason: ev.Decision.Reason,
+	})
+	stop()
+	c.waited = h.now().Sub(waitStart)
+	if res.ID != "" && res.ID != escID {
+		h.log.Warn("escalator used its own escalation id", "call_id", c.id, "want", escID, "got", res.ID)
+		escID = res.ID
+	}
+
+	final := &audit.ToolCallDecision{
+		CallID: c.id, SessionID: c.sess.ID, Time: h.now(), Server: c.e.server, Tool: c.e.tool,
+		Args: c.args, EscalationID: escID, ShadowDecision: dec.ShadowDecision, ShadowRule: dec.ShadowRule,
+	}
+	approved := err == nil && res.Approved && (res.Status == "" || res.Status == StatusApproved)
+	switch {
+	case err != nil:
+		final.Decision, final.Rule = policy.Deny.String(), RuleEscalationFailed
+		final.Reason = "no human decision could be obtained"
+		final.Detail = err.Error()
+		h.recordAfter(ctx, final)
+		notice.Status, notice.Reason = StatusDenied, final.Reason
+		notify(ctx, n, notice)
+		msg := fmt.Sprintf("refused %s: it needs a human's approval and no decision could be obtained (escalation %s)", c.e.key, escID)
+		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "escalation: "+err.Error(), 0, false)
+	case !approved:
+		status := res.Status
+		if status == "" || status == StatusApproved {
+			status = StatusDenied // approved=false with an approving status: deny
+		}
+		final.Decision, final.Rule = policy.Deny.String(), ruleEscalationPrefix+status
+		final.Reason = agentText(res.Reason, "")
+		final.Detail = decidedBy(res)
+		h.recordAfter(ctx, final)
+		notice.Status, notice.Reason = status, final.Reason
+		notify(ctx, n, notice)
+		return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(humanRefusal(c.e.key, escID, status, res.Reason)), "", 0, false)
+	}
+	final.Decision, final.Rule = policy.Allow.String(), RuleEscalationApproved
+	final.Reason = agentText(res.Reason, "approved by a human")
+	final.Detail = decidedBy(res)
+	// The human's answer is durable before the action runs.
+	if err := h.record(ctx, final); err != nil {
+		notice.Status, notice.Reason = StatusDenied, "the approval could not be recorded"
+		notify(ctx, n, notice)
+		return c.auditFailed(ctx, err)
+	}
+	notice.Status, notice.Reason = StatusApproved, final.Reason
+	notify(ctx, n, notice)
+	return c.forward(ctx, ev.Transport, true)
+}
+
+func decidedBy(res escalation.Result) string {
+	if res.DecidedBy == "" {
+		return ""
+	}
+	return "decided by " + res.DecidedBy
+}
+
+func humanRefusal(tool, escID, status, reason string) string {
+	var why string
+	switch status {
+	case StatusExpired:
+		why = "no one answered in time"
+	case StatusCancelled:
+		why = "the request for approval was cancelled"
+	default:
+		why = "a human denied it"
+	}
+	if r := agentText(reason, ""); r != "" {
+		why += ": " + r
+	}
+	return fmt.Sprintf("refused %s: it needed a human's approval and %s (escalation %s)", tool, why, escID)
+}
+
+// served is what the server goroutine hands back.
+type served struct {
+	res servers.Result
+	err error
+}
+
+// forward runs the call on its server with the call's identity in the
+// context and a timeout, caps the result and records the outcome.
+func (c *call) forward(ctx context.Context, args map[string]any, approved bool) servers.Result {
+	h := c.h
+	cctx := servers.WithCallInfo(ctx, servers.CallInfo{CallID: c.id, SessionID: c.sess.ID, Approved: approved})
+	cctx, cancel := context.WithTimeout(cctx, h.cfg.CallTimeout)
+	defer cancel()
+	done := make(chan served, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- served{err: fmt.Errorf("server %s panicked: %v", c.e.server, p)}
+			}
+		}()
+		res, err := c.e.srv.Call(cctx, c.e.tool, args)
+		done <- served{res: res, err: err}
+	}()
+	var out served
+	select {
+	case out = <-done:
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			msg := fmt.Sprintf("%s was cancelled (call %s)", c.e.key, c.id)
+			return c.finish(ctx, audit.OutcomeError, servers.ToolError(msg), "cancelled by the client", 0, false)
+		}
+		msg := fmt.Sprintf("%s did not finish within %s and was abandoned (call %s)", c.e.key, h.cfg.CallTimeout, c.id)
+		return c.finish(ctx, audit.OutcomeTimedOut, servers.ToolError(msg), "timed out", 0, false)
+	}
+	if out.err != nil {
+		h.log.Warn("tool failed in the gateway", "call_id", c.id, "tool", c.e.key, "err", out.err)
+		msg := fmt.Sprintf("%s failed inside the gateway (call %s); the operator can find the detail in the audit log", c.e.key, c.id)
+		return c.finish(ctx, audit.OutcomeError, servers.ToolError(msg), out.err.Error(), 0, false)
+	}
+	res, size, cut := capResult(out.res, h.cfg.MaxResultBytes)
+	status := audit.OutcomeOK
+	detail := ""
+	if res.IsError {
+		status = audit.OutcomeError
+		detail = firstText(out.res, 1000)
+	}
+	return c.finish(ctx, status, res, detail, size, cut)
+}
+
+// finish records the outcome and the metrics and returns res.
+func (c *call) finish(ctx context.Context, status string, res servers.Result, errText string, size int, cut bool) servers.Result {
+	h := c.h
+	elapsed := h.now().Sub(c.start) - c.waited
+	h.recordAfter(ctx, &audit.ToolCallOutcome{
+		CallID: c.id, SessionID: c.sess.ID, Time: h.now(), Status: status,
+		Duration: elapsed, ResultBytes: size, Truncated: cut, Error: errText,
+	})
+	h.metrics.Outcome(c.e.server, c.e.tool, status, elapsed)
+	return res
+}
+
+// record writes a record the action depends on (a write-ahead decision):
+// its error refuses the action.
+func (h *Hub) record(ctx context.Context, e audit.Event) error {
+	if err := h.sink.Record(ctx, e); err != nil {
+		return fmt.Errorf("recording audit event: %w", err)
+	}
+	return nil
+}
+
+// recordAfter writes a record nothing waits on (a refusal, an outcome),
+// even when the client has gone; a failure is logged.
+func (h *Hub) recordAfter(ctx context.Context, e audit.Event) {
+	if err := h.sink.Record(context.WithoutCancel(ctx), e); err != nil {
+		h.log.Error("audit record failed", "event", fmt.Sprintf("%T", e), "err", err)
+	}
+}
+
+// recordUnknown refuses and records a call to a tool that is not exposed.
+func (h *Hub) recordUnknown(ctx context.Context, sess session.Session, name string) servers.Result {
+	start := h.now()
+	name = safeName(name)
+	srv, tool, _ := strings.Cut(name, Separator)
+	id := h.newID()
+	h.metrics.Decision(metrics.UnknownServer, metrics.UnknownTool, policy.Deny.String())
+	h.recordAfter(ctx, &audit.ToolCallDecision{
+		CallID: id, SessionID: sess.ID, Time: start, Server: srv, Tool: tool, Args: json.RawMessage("{}"),
+		Decision: policy.Deny.String(), Rule: policy.RuleUnknownTool, Reason: "no such tool",
+	})
+	h.recordAfter(ctx, &audit.ToolCallOutcome{CallID: id, SessionID: sess.ID, Time: h.now(), Status: audit.OutcomeDenied, Duration: h.now().Sub(start)})
+	h.metrics.Outcome(metrics.UnknownServer, metrics.UnknownTool, audit.OutcomeDenied, h.now().Sub(start))
+	return servers.ToolError(fmt.Sprintf("refused %s: there is no such tool", name))
+}
+
+// refuseBadArgs refuses a call whose arguments are not a JSON object.
+func (h *Hub) refuseBadArgs(ctx context.Context, sess session.Session, e *toolEntry) servers.Result {
+	c := &call{h: h, e: e, sess: sess, id: h.newID(), start: h.now(), args: json.RawMessage("null")}
+	h.metrics.Decision(e.server, e.tool, policy.Deny.String())
+	d := policy.Decision{Status: policy.Deny, Rule: policy.RuleInvalidArgument, Reason: "the arguments must be a JSON object"}
+	return c.deny(ctx, c.decision(d, nil))
+}
+
+// marshalArgs encodes arguments for the audit record. Arguments decoded
+// from JSON always encode; anything else is recorded as an error marker.
+func marshalArgs(args map[string]any) json.RawMessage {
+	if args == nil {
+		return json.RawMessage("{}")
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"_unencodable": err.Error()})
+	}
+	return b
+}
+
+// agentText returns s cut to a length fit for the agent, or def when empty.
+func agentText(s, def string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return def
+	}
+	return cutText(s, 500)
+}
+
+// safeName is an agent-chosen tool name fit for a message and a record.
+func safeName(s string) string {
+	s = strings.ToValidUTF8(s, "?")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+	return cutText(s, 128)
+}
+
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func firstText(r servers.Result, n int) string {
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			return cutText(c.Text, n)
+		}
+	}
+	return ""
+}
