@@ -264,7 +264,7 @@ func checkMCP(ctx context.Context, cfg Config) Check {
 const agentTokenVar = "IRONCURTAIN_AGENT_TOKEN"
 
 var (
-	credentialName = regexp.MustCompile(`(?i)(TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|(^|_)KEY($|_)|COOKIE|SESSION_?ID)`)
+	credentialName   = regexp.MustCompile(`(?i)(TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH|(^|_)KEY($|_)|COOKIE|SESSION_?ID)`)
 	credentialPrefix = []string{"AWS_", "GITHUB_", "GH_", "GITLAB_", "GOOGLE_", "GCLOUD_", "GCP_", "AZURE_", "ANTHROPIC_",
 		"OPENAI_", "HF_", "HUGGING", "NPM_", "DOCKER_", "VAULT_", "SSH_AUTH_SOCK", "KUBECONFIG", "CLOUDSDK_", "DIGITALOCEAN_", "CLOUDFLARE_"}
 	// credentialValue matches values shaped like well-known secrets.

@@ -118,7 +118,9 @@ func TestChecks(t *testing.T) {
 				ProxyURL:   proxyURL,
 				CheckMCP:   mcpOK,
 				Dial:       loopbackOnly(nil),
-				LookupHost: func(context.Context, string) ([]string, error) { return nil, &net.DNSError{Err: "server misbehaving", Name: "example.com"} },
+				LookupHost: func(context.Context, string) ([]string, error) {
+					return nil, &net.DNSError{Err: "server misbehaving", Name: "example.com"}
+				},
 			}
 			if tc.mutate != nil {
 				tc.mutate(&cfg)
