@@ -67,3 +67,5 @@ func statFingerprint(name string) (fingerprint, bool) {
 func (f fingerprint) racy(limit int64) bool {
 	return f.exists && (f.mtime >= limit || f.ctime >= limit)
 }
+
+func (f fingerprint) symlink() bool { return f.exists && f.mode&syscall.S_IFMT == syscall.S_IFLNK }

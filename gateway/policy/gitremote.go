@@ -240,6 +240,9 @@ func checkRemotePath(p string) error {
 	if strings.ContainsRune(p, '%') {
 		return errors.New("percent-escapes in a repository path are not allowed")
 	}
+	if strings.ContainsAny(p, "?#") {
+		return errors.New("query or fragment in a git remote")
+	}
 	for _, seg := range strings.Split(p, "/") {
 		if seg == ".." {
 			return errors.New("'..' in a repository path is not allowed")

@@ -174,8 +174,8 @@ func (g *GitResolver) store(key resolveKey, res RemoteResolution, files []string
 	limit := start.Add(-racyWindow).UnixNano()
 	for i, f := range files {
 		fp, ok := statFingerprint(f)
-		if !ok || fp.racy(limit) {
-			return
+		if !ok || fp.racy(limit) || fp.symlink() {
+			return // a symlink's target can change without the link changing
 		}
 		fps[i] = fp
 	}

@@ -1,0 +1,177 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"ironcurtain.dev/gateway/internal/gitexec"
+)
+
+// countingResolver returns a resolver that counts git runs and, when aged,
+// sees every file as older than the racy window.
+func countingResolver(aged bool) (*GitResolver, *atomic.Int64) {
+	g := NewGitResolver(0)
+	var n atomic.Int64
+	g.run = func(ctx context.Context, o gitexec.Options, args ...string) (gitexec.Result, error) {
+		n.Add(1)
+		return gitexec.Run(ctx, o, args...)
+	}
+	if aged {
+		g.now = func() time.Time { return time.Now().Add(time.Hour) }
+	}
+	return g, &n
+}
+
+func TestGitResolverCache(t *testing.T) {
+	tr := newTree(t)
+	tr.apply(t, []op{
+		{GitRepo: "$SANDBOX/app"},
+		{Git: []string{"$SANDBOX/app", "remote", "add", "origin", "git@github.com:acme/app.git"}},
+	})
+	repo := filepath.Join(tr.sandbox, "app")
+	ctx := context.Background()
+	resolve := func(g *GitResolver) RemoteResolution {
+		t.Helper()
+		res, err := g.Resolve(ctx, repo, tr.sandbox, "origin", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	t.Run("fresh files are never cached", func(t *testing.T) {
+		g, n := countingResolver(false)
+		resolve(g)
+		resolve(g)
+		if n.Load() != 4 {
+			t.Fatalf("git ran %d times, want 4 (no caching of racy entries)", n.Load())
+		}
+	})
+
+	t.Run("old files are cached", func(t *testing.T) {
+		g, n := countingResolver(true)
+		resolve(g)
+		resolve(g)
+		if n.Load() != 2 {
+			t.Fatalf("git ran %d times, want 2", n.Load())
+		}
+	})
+
+	tests := []struct {
+		name   string
+		change func(t *testing.T)
+		want   string // domain after the change
+	}{
+		{name: "pushurl added", change: func(t *testing.T) {
+			testGit(t, repo, "config", "remote.origin.pushurl", "git@evil.example:acme/app.git")
+		}, want: "evil.example/acme/app"},
+		{name: "pushurl removed", change: func(t *testing.T) {
+			testGit(t, repo, "config", "--unset", "remote.origin.pushurl")
+		}, want: "github.com/acme/app"},
+		{name: "config replaced by a symlink", change: func(t *testing.T) {
+			other := filepath.Join(tr.sandbox, "other.cfg")
+			b, err := os.ReadFile(filepath.Join(repo, ".git", "config"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(b, []byte("[remote \"origin\"]\n\tpushurl = git@attacker.test:x/y.git\n")...)
+			if err := os.WriteFile(other, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(repo, ".git", "config")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(other, filepath.Join(repo, ".git", "config")); err != nil {
+				t.Fatal(err)
+			}
+		}, want: "attacker.test/x/y"},
+	}
+	g, _ := countingResolver(true)
+	resolve(g)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			time.Sleep(20 * time.Millisecond) // a later timestamp tick
+			tt.change(t)
+			res := resolve(g)
+			if len(res.URLs) != 1 || res.URLs[0].Domain() != tt.want {
+				t.Fatalf("after change: %v, want %s", res.URLs, tt.want)
+			}
+		})
+	}
+
+	t.Run("executable config appearing later refuses", func(t *testing.T) {
+		g, _ := countingResolver(true)
+		resolve(g)
+		time.Sleep(20 * time.Millisecond)
+		testGit(t, repo, "config", "core.sshCommand", "touch /tmp/x")
+		if _, err := g.Resolve(ctx, repo, tr.sandbox, "origin", true); !errors.Is(err, gitexec.ErrExecutableConfig) {
+			t.Fatalf("err = %v, want ErrExecutableConfig", err)
+		}
+	})
+}
+
+func TestGitResolverRefusals(t *testing.T) {
+	tr := newTree(t)
+	tr.apply(t, []op{
+		{GitRepo: "$SANDBOX/app"},
+		{Git: []string{"$SANDBOX/app", "remote", "add", "origin", "git@github.com:acme/app.git"}},
+		{GitRepo: "$OUTSIDE/repo"},
+	})
+	g := NewGitResolver(time.Second)
+	ctx := context.Background()
+	tests := []struct {
+		name          string
+		dir, sandbox  string
+		remote        string
+		wantErrSubstr string
+	}{
+		{name: "option as a name", dir: tr.sandbox + "/app", sandbox: tr.sandbox, remote: "--upload-pack=x", wantErrSubstr: "not a remote name"},
+		{name: "no sandbox", dir: tr.sandbox + "/app", remote: "origin", wantErrSubstr: "no sandbox"},
+		{name: "repository outside", dir: tr.outside + "/repo", sandbox: tr.sandbox, remote: "origin", wantErrSubstr: "outside"},
+		{name: "unknown remote", dir: tr.sandbox + "/app", sandbox: tr.sandbox, remote: "upstream", wantErrSubstr: "upstream"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := g.Resolve(ctx, tt.dir, tt.sandbox, tt.remote, true)
+			if err == nil || !errors.Is(err, ErrRemote) {
+				t.Fatalf("err = %v, want ErrRemote", err)
+			}
+			if !strings.Contains(err.Error(), tt.wantErrSubstr) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.wantErrSubstr)
+			}
+		})
+	}
+}
+
+func TestShadow(t *testing.T) {
+	tr := newTree(t)
+	shadowDir := writeDir(t, `{"rules": [{"name": "shadow-deny-all", "if": {}, "then": "deny", "reason": "candidate"}]}`, "", "")
+	s := Settings{Home: tr.home, Sandbox: tr.sandbox, ShadowPolicyDir: shadowDir,
+		AnnotationsFile: filepath.Join("testdata", "fixtures", "base", AnnotationsFile)}
+	e, err := LoadDir(filepath.Join("testdata", "fixtures", "base"), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := e.Evaluate(context.Background(), Request{Server: "fetch", Tool: "web_search", Args: map[string]any{"query": "x"}})
+	if ev.Decision.Status != Allow || ev.Shadow == nil || ev.Shadow.Status != Deny || ev.Shadow.Rule != "shadow-deny-all" {
+		t.Fatalf("decision %+v, shadow %+v", ev.Decision, ev.Shadow)
+	}
+	// The shadow directory is protected like the policy directory.
+	ev = e.Evaluate(context.Background(), Request{Server: "filesystem", Tool: "read_text_file", Args: map[string]any{"path": shadowDir + "/compiled-policy.json"}})
+	if ev.Decision.Rule != RuleProtectedPath {
+		t.Fatalf("reading the shadow policy: %+v", ev.Decision)
+	}
+	plain := e.WithShadow(nil)
+	if ev := plain.Evaluate(context.Background(), Request{Server: "fetch", Tool: "web_search", Args: map[string]any{"query": "x"}}); ev.Shadow != nil {
+		t.Fatal("WithShadow(nil) still reports a shadow decision")
+	}
+	if e.Shadow() == nil {
+		t.Fatal("WithShadow changed the original engine")
+	}
+}
