@@ -1,0 +1,423 @@
+package git
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"ironcurtain.dev/gateway/internal/servers"
+)
+
+// checkMessage accepts a commit or tag message (passed on stdin, never in
+// argv).
+func checkMessage(arg, m string) error {
+	switch {
+	case strings.TrimSpace(m) == "":
+		return refuse("%s is empty", arg)
+	case len(m) > maxMessageLen:
+		return refuse("%s is too long", arg)
+	case strings.ContainsRune(m, 0):
+		return refuse("%s contains a NUL byte", arg)
+	}
+	return nil
+}
+
+func (s *Server) add(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	files := c.list("files")
+	if len(files) == 0 && !c.flag("all") {
+		return servers.Result{}, refuse("name files to stage or set all")
+	}
+	paths, err := s.pathspecs("files", r.repo.WorkTree, files)
+	if err != nil {
+		return servers.Result{}, err
+	}
+	args := []string{"add", "--verbose"}
+	if c.flag("all") {
+		args = append(args, "--all")
+	}
+	args = append(append(args, "--"), paths...)
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, &toolError{msg: "git add failed", err: err}
+	}
+	return textResult(res.Stdout, "(nothing to stage)"), nil
+}
+
+func (s *Server) commit(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	msg := c.str("message")
+	if err := checkMessage("message", msg); err != nil {
+		return servers.Result{}, err
+	}
+	args := []string{"commit", "--no-verify", "--no-gpg-sign", "--file=-"}
+	if c.flag("all") {
+		args = append(args, "--all")
+	}
+	if c.flag("amend") {
+		args = append(args, "--amend")
+	}
+	if c.flag("allow_empty") {
+		args = append(args, "--allow-empty")
+	}
+	res, err := s.runStdin(ctx, r, msg, args...)
+	if err != nil {
+		return servers.Result{}, gitFailure("git commit failed", res, err)
+	}
+	return textResult(res.Stdout, "committed"), nil
+}
+
+func (s *Server) branch(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	op := c.str("operation")
+	if op == "" {
+		op = "list"
+	}
+	var args []string
+	switch op {
+	case "list":
+		args = []string{"branch", "--list", "-vv", "--no-color"}
+		if c.flag("all") {
+			args = append(args, "--all")
+		}
+	case "create":
+		if err := checkRefName("name", c.str("name")); err != nil {
+			return servers.Result{}, err
+		}
+		args = []string{"branch", "--end-of-options", c.str("name")}
+		if c.has("start_point") {
+			if err := checkRevision("start_point", c.str("start_point")); err != nil {
+				return servers.Result{}, err
+			}
+			args = append(args, c.str("start_point"))
+		}
+	case "delete":
+		if err := checkRevision("name", c.str("name")); err != nil {
+			return servers.Result{}, err
+		}
+		flag := "-d"
+		if c.flag("force") {
+			flag = "-D"
+		}
+		args = []string{"branch", flag, "--end-of-options", c.str("name")}
+	case "rename":
+		if err := checkRevision("name", c.str("name")); err != nil {
+			return servers.Result{}, err
+		}
+		if err := checkRefName("new_name", c.str("new_name")); err != nil {
+			return servers.Result{}, err
+		}
+		args = []string{"branch", "-m", "--end-of-options", c.str("name"), c.str("new_name")}
+	}
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, &toolError{msg: "git branch " + op + " failed", err: err}
+	}
+	done := map[string]string{"create": "created branch " + c.str("name"), "delete": "deleted branch " + c.str("name"),
+		"rename": "renamed branch " + c.str("name") + " to " + c.str("new_name")}[op]
+	return textResult(res.Stdout, done), nil
+}
+
+// checkout switches branches (git switch) or restores files (git restore):
+// both accept --end-of-options or "--", unlike git checkout.
+func (s *Server) checkout(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	target := c.str("target")
+	if c.has("target") {
+		if err := checkRevision("target", target); err != nil {
+			return servers.Result{}, err
+		}
+	}
+	var args []string
+	if files := c.list("paths"); len(files) > 0 {
+		if c.flag("create_branch") || c.flag("detach") {
+			return servers.Result{}, refuse("paths cannot be combined with create_branch or detach")
+		}
+		paths, err := s.pathspecs("paths", r.repo.WorkTree, files)
+		if err != nil {
+			return servers.Result{}, err
+		}
+		args = []string{"restore", "--worktree"}
+		if target != "" {
+			args = append(args, "--source="+target)
+		}
+		args = append(append(args, "--"), paths...)
+	} else {
+		if target == "" {
+			return servers.Result{}, refuse("target is required unless paths are given")
+		}
+		switch {
+		case c.flag("create_branch"):
+			if err := checkRefName("target", target); err != nil {
+				return servers.Result{}, err
+			}
+			args = []string{"switch", "--create", target}
+			if c.has("start_point") {
+				if err := checkRevision("start_point", c.str("start_point")); err != nil {
+					return servers.Result{}, err
+				}
+				args = append(args, "--end-of-options", c.str("start_point"))
+			}
+		case c.flag("detach"):
+			args = []string{"switch", "--detach", "--end-of-options", target}
+		default:
+			args = []string{"switch", "--end-of-options", target}
+		}
+	}
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, &toolError{msg: "git checkout failed", err: err}
+	}
+	out := strings.TrimSpace(string(res.Stdout) + "\n" + string(res.Stderr))
+	if out == "" {
+		out = "done"
+	}
+	return servers.Text(s.redact(cleanText(out))), nil
+}
+
+// sequencerOp handles the continue/abort/skip forms shared by merge,
+// rebase and cherry-pick.
+func sequencerOp(cmd, op string) ([]string, bool) {
+	switch op {
+	case "continue", "abort", "skip", "quit":
+		if cmd == "merge" && op == "skip" {
+			return nil, false
+		}
+		return []string{cmd, "--" + op}, true
+	}
+	return nil, false
+}
+
+func (s *Server) merge(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	args, ok := sequencerOp("merge", c.str("operation"))
+	if !ok {
+		if err := checkRevision("branch", c.str("branch")); err != nil {
+			return servers.Result{}, err
+		}
+		args = []string{"merge", "--no-edit", "--no-verify", "--no-gpg-sign", "--no-stat"}
+		switch {
+		case c.flag("no_ff") && c.flag("ff_only"):
+			return servers.Result{}, refuse("no_ff and ff_only exclude each other")
+		case c.flag("no_ff"):
+			args = append(args, "--no-ff")
+		case c.flag("ff_only"):
+			args = append(args, "--ff-only")
+		}
+		if c.has("message") {
+			if err := checkMessage("message", c.str("message")); err != nil {
+				return servers.Result{}, err
+			}
+			args = append(args, "--message="+c.str("message"))
+		}
+		args = append(args, "--end-of-options", c.str("branch"))
+	}
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, gitFailure("git merge failed", res, err)
+	}
+	return textResult(append(res.Stdout, res.Stderr...), "merged"), nil
+}
+
+func (s *Server) rebase(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	// Never interactive and never --exec: no argument reaches those.
+	args, ok := sequencerOp("rebase", c.str("operation"))
+	if !ok {
+		if err := checkRevision("upstream", c.str("upstream")); err != nil {
+			return servers.Result{}, err
+		}
+		args = []string{"rebase", "--no-autosquash", "--no-verify", "--no-gpg-sign", "--no-update-refs"}
+		if c.has("onto") {
+			if err := checkRevision("onto", c.str("onto")); err != nil {
+				return servers.Result{}, err
+			}
+			args = append(args, "--onto="+c.str("onto"))
+		}
+		args = append(args, "--end-of-options", c.str("upstream"))
+	}
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, gitFailure("git rebase failed", res, err)
+	}
+	return textResult(append(res.Stdout, res.Stderr...), "rebased"), nil
+}
+
+func (s *Server) cherryPick(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	args, ok := sequencerOp("cherry-pick", c.str("operation"))
+	if !ok {
+		commits := c.list("commits")
+		if len(commits) == 0 || len(commits) > 100 {
+			return servers.Result{}, refuse("commits must name 1 to 100 commits")
+		}
+		args = []string{"cherry-pick", "--no-gpg-sign", "--end-of-options"}
+		for i, cm := range commits {
+			if err := checkRevision("commits["+strconv.Itoa(i)+"]", cm); err != nil {
+				return servers.Result{}, err
+			}
+			args = append(args, cm)
+		}
+	}
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, gitFailure("git cherry-pick failed", res, err)
+	}
+	return textResult(append(res.Stdout, res.Stderr...), "done"), nil
+}
+
+func (s *Server) reset(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	target := "HEAD"
+	if c.has("target") {
+		target = c.str("target")
+		if err := checkRevision("target", target); err != nil {
+			return servers.Result{}, err
+		}
+	}
+	mode := c.str("mode")
+	// reset does not know --end-of-options: the revision is validated (no
+	// leading '-') and a "--" ends it.
+	var args []string
+	if files := c.list("paths"); len(files) > 0 {
+		if mode != "" && mode != "mixed" {
+			return servers.Result{}, refuse("paths can only be unstaged (mode mixed)")
+		}
+		paths, err := s.pathspecs("paths", r.repo.WorkTree, files)
+		if err != nil {
+			return servers.Result{}, err
+		}
+		args = append([]string{"reset", "-q", target, "--"}, paths...)
+	} else {
+		if mode == "" {
+			mode = "mixed"
+		}
+		args = []string{"reset", "-q", "--" + mode, target, "--"}
+	}
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, &toolError{msg: "git reset failed", err: err}
+	}
+	return textResult(res.Stdout, "reset to "+target), nil
+}
+
+func (s *Server) stash(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	op := c.str("operation")
+	if op == "" {
+		op = "push"
+	}
+	entry := "stash@{0}"
+	if n, ok := c.num("index"); ok {
+		entry = "stash@{" + strconv.FormatInt(n, 10) + "}"
+	}
+	var args []string
+	switch op {
+	case "push":
+		args = []string{"stash", "push"}
+		if c.flag("include_untracked") {
+			args = append(args, "--include-untracked")
+		}
+		if c.has("message") {
+			if err := checkMessage("message", c.str("message")); err != nil {
+				return servers.Result{}, err
+			}
+			args = append(args, "--message="+c.str("message"))
+		}
+	case "list":
+		args = []string{"stash", "list"}
+	case "show":
+		args = append(append([]string{"stash", "show", "--patch"}, diffSafety...), entry)
+	case "pop", "apply", "drop":
+		args = []string{"stash", op, entry}
+	case "clear":
+		args = []string{"stash", "clear"}
+	}
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, gitFailure("git stash "+op+" failed", res, err)
+	}
+	return textResult(append(res.Stdout, res.Stderr...), "done"), nil
+}
+
+func (s *Server) tag(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	op := c.str("operation")
+	if op == "" {
+		op = "list"
+	}
+	var res []byte
+	switch op {
+	case "list":
+		out, err := s.run(ctx, r, "tag", "--list", "-n1")
+		if err != nil {
+			return servers.Result{}, &toolError{msg: "git tag list failed", err: err}
+		}
+		return textResult(out.Stdout, "(no tags)"), nil
+	case "create":
+		if err := checkRefName("name", c.str("name")); err != nil {
+			return servers.Result{}, err
+		}
+		args := []string{"tag", "--no-sign"}
+		stdin := ""
+		if c.has("message") {
+			if err := checkMessage("message", c.str("message")); err != nil {
+				return servers.Result{}, err
+			}
+			args = append(args, "--annotate", "--file=-")
+			stdin = c.str("message")
+		}
+		args = append(args, "--end-of-options", c.str("name"))
+		if c.has("target") {
+			if err := checkRevision("target", c.str("target")); err != nil {
+				return servers.Result{}, err
+			}
+			args = append(args, c.str("target"))
+		}
+		out, err := s.runStdin(ctx, r, stdin, args...)
+		if err != nil {
+			return servers.Result{}, &toolError{msg: "git tag create failed", err: err}
+		}
+		res = out.Stdout
+	case "delete":
+		if err := checkRevision("name", c.str("name")); err != nil {
+			return servers.Result{}, err
+		}
+		out, err := s.run(ctx, r, "tag", "--delete", "--end-of-options", c.str("name"))
+		if err != nil {
+			return servers.Result{}, &toolError{msg: "git tag delete failed", err: err}
+		}
+		res = out.Stdout
+	}
+	return textResult(res, op+"d tag "+c.str("name")), nil
+}

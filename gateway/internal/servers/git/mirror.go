@@ -1,0 +1,247 @@
+package git
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"ironcurtain.dev/gateway/internal/gitexec"
+)
+
+// credentialHelperName is the helper script's file name in MirrorDir.
+const credentialHelperName = "credential-helper"
+
+// safeScriptPath matches the paths the helper script and GIT_SSH_COMMAND
+// embed (they are read by a shell).
+func safeScriptPath(p string) bool {
+	if p == "" || !filepath.IsAbs(p) {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("/._-+@", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// safeHost matches a host or host:port as git passes it to a helper.
+func safeHost(h string) bool {
+	if h == "" || len(h) > 255 || h[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte(".-:[]", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// setupCredentials validates the credential settings and writes the
+// credential helper into MirrorDir.
+//
+// The helper is a small POSIX shell script that git runs for "get": it
+// answers only when the protocol is https and the host is one of
+// TokenHosts, reading the token from TokenFile at that moment. The token
+// never enters git's argv or environment, and the script passes it to
+// printf, a shell builtin, so no process ever carries it in argv either.
+func (s *Server) setupCredentials() error {
+	c := &s.creds
+	for name, p := range map[string]string{"TokenFile": c.TokenFile, "SSHKeyFile": c.SSHKeyFile, "SSHKnownHostsFile": c.SSHKnownHostsFile} {
+		if p != "" && !safeScriptPath(p) {
+			return fmt.Errorf("configuring git server: Credentials.%s %q must be an absolute path of letters, digits and ./_-+@", name, p)
+		}
+		if p != "" && (within(s.sandbox, p)) {
+			return fmt.Errorf("configuring git server: Credentials.%s must not be inside the sandbox", name)
+		}
+	}
+	if c.TokenUser == "" {
+		c.TokenUser = "x-access-token"
+	}
+	if !safeHost(strings.ToLower(c.TokenUser)) || strings.ContainsAny(c.TokenUser, ":[]") {
+		return fmt.Errorf("configuring git server: Credentials.TokenUser %q is not a plain user name", c.TokenUser)
+	}
+	if len(c.TokenHosts) == 0 {
+		c.TokenHosts = []string{"github.com"}
+	}
+	for i, h := range c.TokenHosts {
+		if !safeHost(h) {
+			return fmt.Errorf("configuring git server: Credentials.TokenHosts[%d] %q is not a host name", i, h)
+		}
+	}
+	if c.TokenFile == "" {
+		return nil
+	}
+	if !safeScriptPath(s.mirrorDir) {
+		return fmt.Errorf("configuring git server: MirrorDir %q must be a path of letters, digits and ./_-+@ (it holds the credential helper)", s.mirrorDir)
+	}
+	var cases []string
+	for _, h := range c.TokenHosts {
+		cases = append(cases, "'"+h+"'")
+	}
+	script := "#!/bin/sh\n" +
+		"# Written by the IronCurtain gateway. git runs it in gateway-private mirrors only:\n" +
+		"# it gives the gateway token for https and the listed hosts, and nothing else.\n" +
+		"test \"$1\" = get || exit 0\n" +
+		"proto=\nhost=\n" +
+		"while IFS= read -r line; do\n" +
+		"\ttest -n \"$line\" || break\n" +
+		"\tcase $line in\n" +
+		"\tprotocol=*) proto=${line#protocol=} ;;\n" +
+		"\thost=*) host=${line#host=} ;;\n" +
+		"\tesac\n" +
+		"done\n" +
+		"test \"$proto\" = https || exit 0\n" +
+		"case $host in\n" +
+		strings.Join(cases, "|") + ") ;;\n" +
+		"*) exit 0 ;;\n" +
+		"esac\n" +
+		"token=$(cat '" + c.TokenFile + "' 2>/dev/null) || exit 0\n" +
+		"test -n \"$token\" || exit 0\n" +
+		"printf 'username=%s\\npassword=%s\\n' '" + c.TokenUser + "' \"$token\"\n"
+	path := filepath.Join(s.mirrorDir, credentialHelperName)
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, []byte(script), 0o700); err != nil {
+		return fmt.Errorf("writing git credential helper: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing git credential helper: %w", err)
+	}
+	s.helperPath = path
+	return nil
+}
+
+// currentToken reads the token (for redaction only).
+func (s *Server) currentToken() string {
+	if s.creds.TokenFile == "" {
+		return ""
+	}
+	b, err := os.ReadFile(s.creds.TokenFile)
+	if err != nil {
+		return ""
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 8 { // too short to redact without mangling output
+		return ""
+	}
+	return tok
+}
+
+// sshCommand is GIT_SSH_COMMAND for the mirror: only the gateway's key and
+// known hosts, strict host key checking, no agent, no proxy, no config file.
+func (s *Server) sshCommand() string {
+	key := "none"
+	if s.creds.SSHKeyFile != "" {
+		key = "'" + s.creds.SSHKeyFile + "'"
+	}
+	known := "/dev/null"
+	if s.creds.SSHKnownHostsFile != "" {
+		known = "'" + s.creds.SSHKnownHostsFile + "'"
+	}
+	return "ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes" +
+		" -o UserKnownHostsFile=" + known + " -o GlobalKnownHostsFile=/dev/null" +
+		" -o IdentitiesOnly=yes -o IdentityFile=" + key + " -o IdentityAgent=none" +
+		" -o ProxyCommand=none -o ProxyJump=none -o PermitLocalCommand=no" +
+		" -o ControlMaster=no -o ControlPath=none -o UpdateHostKeys=no" +
+		" -o ForwardAgent=no -o ForwardX11=no -o ClearAllForwardings=yes" +
+		" -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no"
+}
+
+// mirrorFor returns the mirror directory of a workspace repository (keyed
+// by its common directory, so clone and later fetches share it).
+func (s *Server) mirrorFor(commonDir string) string {
+	sum := sha256.Sum256([]byte(commonDir))
+	return filepath.Join(s.mirrorDir, hex.EncodeToString(sum[:16])+".git")
+}
+
+// lockMirror serialises the operations on one mirror.
+func (s *Server) lockMirror(path string) func() {
+	s.mirrorLocksMu.Lock()
+	mu := s.mirrorLocks[path]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		s.mirrorLocks[path] = mu
+	}
+	s.mirrorLocksMu.Unlock()
+	mu.Lock()
+	return mu.Unlock
+}
+
+// ensureMirror creates the bare mirror at path if it does not exist.
+func (s *Server) ensureMirror(ctx context.Context, path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		if _, err := os.Stat(filepath.Join(path, "HEAD")); err == nil {
+			return nil
+		}
+	case err == nil:
+		return fmt.Errorf("mirror %s is not a directory", path)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("checking mirror: %w", err)
+	default:
+		if err := os.Mkdir(path, 0o700); err != nil {
+			return fmt.Errorf("creating mirror: %w", err)
+		}
+	}
+	o := s.mirrorOptions(path)
+	o.Timeout = s.timeout
+	if _, err := gitexec.Run(ctx, o, "init", "--bare", "--quiet"); err != nil {
+		return fmt.Errorf("initialising mirror: %w", err)
+	}
+	return nil
+}
+
+// mirrorOptions runs git in a mirror: the gateway's own repository, where
+// (and only where) credentials are available.
+func (s *Server) mirrorOptions(path string) gitexec.Options {
+	cfg := []string{
+		"init.templateDir=",
+		"gc.auto=0",
+		"maintenance.auto=false",
+		"transfer.fsckObjects=true",
+		"http.followRedirects=false",
+		"credential.useHttpPath=false",
+		"core.attributesFile=/dev/null",
+		"core.excludesFile=/dev/null",
+	}
+	if s.helperPath != "" {
+		cfg = append(cfg, "credential.helper="+s.helperPath)
+	}
+	if s.unsafeTestCA != "" {
+		cfg = append(cfg, "http.sslCAInfo="+s.unsafeTestCA)
+	}
+	if s.unsafeLocal {
+		cfg = append(cfg, "protocol.file.allow=always")
+	}
+	return gitexec.Options{
+		GitDir:    path,
+		Dir:       path,
+		Timeout:   s.netTimeout,
+		MaxOutput: s.maxOutput,
+		Git:       s.git,
+		Config:    cfg,
+		Env:       []string{"GIT_SSH_COMMAND=" + s.sshCommand(), "GIT_SSH_VARIANT=ssh"},
+	}
+}
+
+// localTransfer adds what a fetch between a workspace and a mirror needs:
+// the file transport for this one command, and both repositories as safe
+// directories (they may have different owners).
+func localTransfer(o gitexec.Options, dirs ...string) gitexec.Options {
+	o.Config = append(append([]string(nil), o.Config...), "protocol.file.allow=always")
+	for _, d := range dirs {
+		o.Config = append(o.Config, "safe.directory="+d)
+	}
+	return o
+}

@@ -1,0 +1,435 @@
+package git
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"ironcurtain.dev/gateway/internal/gitexec"
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/policy"
+)
+
+// fetchSource is where a fetch, pull or clone reads from.
+type fetchSource struct {
+	name string      // remote name ("" for a URL)
+	urls []remoteURL // all URLs of the remote (git fetches from the first)
+}
+
+// resolveFetchSource resolves the remote argument: a URL, a remote name or
+// "" for the default remote (branch.<current>.remote, then origin). Named
+// remotes are resolved by the policy package's resolver (strict URL
+// parsing, executable config refused, legacy remote files refused).
+func (s *Server) resolveFetchSource(ctx context.Context, r *repoHandle, remote string) (fetchSource, error) {
+	if remote != "" && !isRemoteName(remote) {
+		u, err := s.parseRemoteURL("remote", remote)
+		if err != nil {
+			return fetchSource{}, err
+		}
+		return fetchSource{urls: []remoteURL{u}}, nil
+	}
+	res, err := policy.ResolveFetchRemote(ctx, r.dir, s.sandbox, remote)
+	if err != nil {
+		if s.unsafeLocal {
+			if src, lerr := s.resolveLocalRemote(ctx, r, remote); lerr == nil {
+				return src, nil
+			}
+		}
+		return fetchSource{}, &toolError{msg: "cannot resolve the remote", err: err}
+	}
+	src := fetchSource{name: res.Remote}
+	for _, u := range res.URLs {
+		src.urls = append(src.urls, remoteURL{url: u.URL()})
+	}
+	return src, nil
+}
+
+// resolveLocalRemote resolves a remote whose URL is a local path
+// (UnsafeAllowLocalRemotes only).
+func (s *Server) resolveLocalRemote(ctx context.Context, r *repoHandle, name string) (fetchSource, error) {
+	if name == "" {
+		name = "origin"
+		if b, err := s.currentBranch(ctx, r); err == nil && b != "" {
+			if out, err := s.run(ctx, r, "config", "--get", "branch."+b+".remote"); err == nil {
+				if n := strings.TrimSpace(string(out.Stdout)); isRemoteName(n) {
+					name = n
+				}
+			}
+		}
+	}
+	out, err := s.run(ctx, r, "remote", "get-url", "--all", "--", name)
+	if err != nil {
+		return fetchSource{}, err
+	}
+	src := fetchSource{name: name}
+	for _, l := range strings.Fields(string(out.Stdout)) {
+		u, err := s.parseRemoteURL("remote", l)
+		if err != nil {
+			return fetchSource{}, err
+		}
+		src.urls = append(src.urls, u)
+	}
+	if len(src.urls) == 0 {
+		return fetchSource{}, errors.New("remote has no URL")
+	}
+	return src, nil
+}
+
+// bindURLs refuses a network operation whose URLs are not all among those
+// the policy judged for arg (servers.CallInfo.PolicyArgs): a remote
+// re-pointed after the decision is never contacted.
+func (s *Server) bindURLs(info servers.CallInfo, arg string, urls []remoteURL) error {
+	if s.unsafeUnbound {
+		return nil
+	}
+	approved := map[string]bool{}
+	switch v := info.PolicyArgs[arg].(type) {
+	case string:
+		approved[v] = true
+	case []any:
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				approved[s] = true
+			}
+		}
+	case []string:
+		for _, e := range v {
+			approved[e] = true
+		}
+	}
+	if len(approved) == 0 {
+		return refuse("network operation refused: the call carries no policy decision on %s", arg)
+	}
+	for _, u := range urls {
+		if !approved[u.url] {
+			return refuse("network operation refused: the remote now resolves to %s, which is not what the policy approved", u.url)
+		}
+	}
+	return nil
+}
+
+// currentBranch returns the current branch's short name ("" when detached).
+func (s *Server) currentBranch(ctx context.Context, r *repoHandle) (string, error) {
+	out, err := s.run(ctx, r, "symbolic-ref", "--quiet", "--short", "HEAD")
+	if err != nil {
+		var ge *gitexec.Error
+		if errors.As(err, &ge) && ge.ExitCode == 1 {
+			return "", nil
+		}
+		return "", err
+	}
+	return strings.TrimSpace(string(out.Stdout)), nil
+}
+
+// fetchNamespace is where a remote's refs live in a mirror.
+func fetchNamespace(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return "refs/ironcurtain/fetch/" + hex.EncodeToString(sum[:8])
+}
+
+// intoMirror fetches branch (every branch when "") and optionally the tags
+// of url into the mirror's namespace for url.
+func (s *Server) intoMirror(ctx context.Context, mirror string, u remoteURL, branch string, tags bool) (string, error) {
+	ns := fetchNamespace(u.url)
+	src := "*"
+	if branch != "" {
+		src = branch
+	}
+	args := []string{"fetch", "--prune", "--no-write-fetch-head", "--no-recurse-submodules", "--no-tags", "--quiet",
+		"--", u.url, "+refs/heads/" + src + ":" + ns + "/heads/" + src}
+	if tags {
+		args = append(args, "+refs/tags/*:"+ns+"/tags/*")
+	}
+	o := s.mirrorOptions(mirror)
+	if u.local {
+		o = localTransfer(o, u.url)
+	}
+	if _, err := gitexec.Run(ctx, o, args...); err != nil {
+		return "", &toolError{msg: "fetching from the remote failed", err: err}
+	}
+	return ns, nil
+}
+
+// fromMirror fetches the mirror namespace ns into the workspace: into
+// refs/remotes/<name>/ for a named remote, into FETCH_HEAD for a URL. It
+// returns git's report with the mirror's path replaced by the URL.
+func (s *Server) fromMirror(ctx context.Context, r *repoHandle, mirror, ns string, src fetchSource, branch string, tags, prune bool) (string, error) {
+	b := "*"
+	if branch != "" {
+		b = branch
+	}
+	args := []string{"fetch", "--no-recurse-submodules", "--no-tags"}
+	if prune && src.name != "" {
+		args = append(args, "--prune")
+	}
+	args = append(args, "--", mirror)
+	if src.name != "" {
+		args = append(args, "+"+ns+"/heads/"+b+":refs/remotes/"+src.name+"/"+b)
+	} else {
+		args = append(args, ns+"/heads/"+b)
+	}
+	if tags {
+		args = append(args, ns+"/tags/*:refs/tags/*")
+	}
+	o := localTransfer(s.wsOptions(r), mirror, r.repo.WorkTree, r.repo.GitDir)
+	o.Timeout = s.netTimeout
+	res, err := gitexec.Run(ctx, o, args...)
+	report := strings.ReplaceAll(cleanText(string(res.Stderr)), mirror, src.urls[0].url)
+	if err != nil {
+		return report, &toolError{msg: "fetching into the repository failed", err: err}
+	}
+	return strings.TrimSpace(report), nil
+}
+
+// fetchRefs runs the whole fetch: remote → mirror → workspace.
+func (s *Server) fetchRefs(ctx context.Context, r *repoHandle, src fetchSource, branch string, tags, prune bool) (string, error) {
+	mirror := s.mirrorFor(r.repo.CommonDir)
+	unlock := s.lockMirror(mirror)
+	defer unlock()
+	if err := s.ensureMirror(ctx, mirror); err != nil {
+		return "", err
+	}
+	ns, err := s.intoMirror(ctx, mirror, src.urls[0], branch, tags)
+	if err != nil {
+		return "", err
+	}
+	return s.fromMirror(ctx, r, mirror, ns, src, branch, tags, prune)
+}
+
+func (s *Server) fetch(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	src, err := s.resolveFetchSource(ctx, r, c.str("remote"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	if err := s.bindURLs(c.info, "remote", src.urls); err != nil {
+		return servers.Result{}, err
+	}
+	branch := c.str("branch")
+	if c.has("branch") {
+		if err := checkRefName("branch", branch); err != nil {
+			return servers.Result{}, err
+		}
+	} else if src.name == "" {
+		return servers.Result{}, refuse("fetching from a URL needs branch")
+	}
+	report, err := s.fetchRefs(ctx, r, src, branch, c.flag("tags"), c.flag("prune"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	if report == "" {
+		report = "up to date"
+	}
+	return servers.Text(s.redact(report)), nil
+}
+
+func (s *Server) pull(ctx context.Context, c *call) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	if c.flag("rebase") && c.flag("ff_only") {
+		return servers.Result{}, refuse("rebase and ff_only exclude each other")
+	}
+	src, err := s.resolveFetchSource(ctx, r, c.str("remote"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	if err := s.bindURLs(c.info, "remote", src.urls); err != nil {
+		return servers.Result{}, err
+	}
+	branch := c.str("branch")
+	if c.has("branch") {
+		if err := checkRefName("branch", branch); err != nil {
+			return servers.Result{}, err
+		}
+	} else {
+		branch, err = s.upstreamBranch(ctx, r)
+		if err != nil {
+			return servers.Result{}, err
+		}
+	}
+	report, err := s.fetchRefs(ctx, r, src, branch, false, false)
+	if err != nil {
+		return servers.Result{}, err
+	}
+	target := "FETCH_HEAD"
+	if src.name != "" {
+		target = "refs/remotes/" + src.name + "/" + branch
+	}
+	var args []string
+	switch {
+	case c.flag("rebase"):
+		args = []string{"rebase", "--no-autosquash", "--no-verify", "--no-gpg-sign", "--no-update-refs", "--end-of-options", target}
+	default:
+		args = []string{"merge", "--no-edit", "--no-verify", "--no-gpg-sign", "--no-stat"}
+		if c.flag("ff_only") {
+			args = append(args, "--ff-only")
+		}
+		args = append(args, "--end-of-options", target)
+	}
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, gitFailure("git pull failed after fetching", res, err)
+	}
+	out := strings.TrimSpace(report + "\n" + cleanText(string(res.Stdout)+string(res.Stderr)))
+	return servers.Text(s.redact(out)), nil
+}
+
+// upstreamBranch is the branch pull merges when none is named: the current
+// branch's configured merge branch, else the same name.
+func (s *Server) upstreamBranch(ctx context.Context, r *repoHandle) (string, error) {
+	cur, err := s.currentBranch(ctx, r)
+	if err != nil {
+		return "", &toolError{msg: "reading the current branch failed", err: err}
+	}
+	if cur == "" {
+		return "", refuse("HEAD is detached; name branch")
+	}
+	out, err := s.run(ctx, r, "config", "--get", "branch."+cur+".merge")
+	if err == nil {
+		if b, ok := strings.CutPrefix(strings.TrimSpace(string(out.Stdout)), "refs/heads/"); ok && checkRefName("branch", b) == nil {
+			return b, nil
+		}
+	}
+	if err := checkRefName("branch", cur); err != nil {
+		return "", err
+	}
+	return cur, nil
+}
+
+// clone creates a repository at path from url: the remote is fetched into
+// the new repository's mirror, the repository is initialised by the
+// gateway (so its config holds no settings from the remote) and filled from
+// the mirror.
+func (s *Server) clone(ctx context.Context, c *call) (servers.Result, error) {
+	u, err := s.parseRemoteURL("url", c.str("url"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	if err := s.bindURLs(c.info, "url", []remoteURL{u}); err != nil {
+		return servers.Result{}, err
+	}
+	branch := c.str("branch")
+	if c.has("branch") {
+		if err := checkRefName("branch", branch); err != nil {
+			return servers.Result{}, err
+		}
+	}
+	dir, err := s.sandboxPath("path", c.str("path"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return servers.Result{}, refuse("path exists and is not empty")
+	}
+	_, statErr := os.Lstat(dir)
+	created := errors.Is(statErr, os.ErrNotExist)
+	dir, err = s.prepareNewRepoDir(dir)
+	if err != nil {
+		return servers.Result{}, err
+	}
+	res, err := s.cloneInto(ctx, dir, u, branch)
+	if err != nil {
+		s.removeFailedClone(dir, created)
+		return servers.Result{}, err
+	}
+	return res, nil
+}
+
+func (s *Server) cloneInto(ctx context.Context, dir string, u remoteURL, branch string) (servers.Result, error) {
+	gitDir := filepath.Join(dir, ".git")
+	mirror := s.mirrorFor(gitDir)
+	unlock := s.lockMirror(mirror)
+	defer unlock()
+	if err := s.ensureMirror(ctx, mirror); err != nil {
+		return servers.Result{}, err
+	}
+	if branch == "" {
+		b, err := s.remoteHead(ctx, mirror, u)
+		if err != nil {
+			return servers.Result{}, err
+		}
+		branch = b
+	}
+	ns, err := s.intoMirror(ctx, mirror, u, "", true)
+	if err != nil {
+		return servers.Result{}, err
+	}
+	initArgs := []string{"init", "--quiet"}
+	if branch != "" {
+		initArgs = append(initArgs, "--initial-branch="+branch)
+	}
+	if _, err := gitexec.Run(ctx, s.newRepoOptions(dir), initArgs...); err != nil {
+		return servers.Result{}, &toolError{msg: "git init failed", err: err}
+	}
+	r := &repoHandle{repo: gitexec.Repo{WorkTree: dir, GitDir: gitDir, CommonDir: gitDir}, dir: dir}
+	if _, err := s.run(ctx, r, "remote", "add", "--", "origin", u.url); err != nil {
+		return servers.Result{}, &toolError{msg: "git remote add failed", err: err}
+	}
+	src := fetchSource{name: "origin", urls: []remoteURL{u}}
+	if _, err := s.fromMirror(ctx, r, mirror, ns, src, "", true, false); err != nil {
+		return servers.Result{}, err
+	}
+	msg := "Cloned " + u.url + " into " + dir
+	if branch == "" {
+		return servers.Text(msg + " (empty repository)"), nil
+	}
+	if _, err := s.run(ctx, r, "rev-parse", "--verify", "--quiet", "--end-of-options", "refs/remotes/origin/"+branch); err != nil {
+		return servers.Result{}, refuse("the remote has no branch %s", branch)
+	}
+	if _, err := s.run(ctx, r, "switch", "--quiet", "--force-create", branch, "--track=direct", "--end-of-options", "origin/"+branch); err != nil {
+		return servers.Result{}, &toolError{msg: "checking out the cloned branch failed", err: err}
+	}
+	_, _ = s.run(ctx, r, "symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/"+branch)
+	return servers.Text(msg + " (branch " + branch + ")"), nil
+}
+
+// remoteHead asks the remote for its default branch ("" for an empty
+// repository).
+func (s *Server) remoteHead(ctx context.Context, mirror string, u remoteURL) (string, error) {
+	o := s.mirrorOptions(mirror)
+	if u.local {
+		o = localTransfer(o, u.url)
+	}
+	out, err := gitexec.Run(ctx, o, "ls-remote", "--symref", "--", u.url, "HEAD")
+	if err != nil {
+		return "", &toolError{msg: "reading the remote failed", err: err}
+	}
+	for _, line := range strings.Split(string(out.Stdout), "\n") {
+		if ref, ok := strings.CutPrefix(line, "ref: refs/heads/"); ok {
+			b, _, _ := strings.Cut(ref, "\t")
+			if checkRefName("branch", b) != nil {
+				return "", refuse("the remote's default branch name is not acceptable")
+			}
+			return b, nil
+		}
+	}
+	return "", nil
+}
+
+// removeFailedClone deletes what a failed clone created, through the
+// sandbox root (never following a symlink out).
+func (s *Server) removeFailedClone(dir string, created bool) {
+	root, err := os.OpenRoot(s.sandbox)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	rel, err := filepath.Rel(s.sandbox, dir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return
+	}
+	// The directory was missing or empty before the clone: empty it again.
+	_ = root.RemoveAll(rel)
+	if !created {
+		_ = root.Mkdir(rel, 0o755)
+	}
+}
