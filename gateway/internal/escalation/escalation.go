@@ -1,5 +1,5 @@
 // Package escalation hands calls that policy escalates to a human and waits
-// for the answer. The Postgres-backed Escalator (store.go) survives restarts
+// for the answer. The Postgres-backed Escalator (PG, pg.go) survives restarts
 // and wakes waiters with LISTEN/NOTIFY; Deny refuses every escalation.
 package escalation
 
@@ -12,10 +12,10 @@ import (
 
 // Request describes the call that waits for a human.
 type Request struct {
-	CallID    string          // the tool call (or egress request) id
+	CallID    string // the tool call (or egress request) id
 	SessionID string
-	Kind      string          // "tool_call" or "egress"
-	Server    string          // for tool calls
+	Kind      string // "tool_call" or "egress"
+	Server    string // for tool calls
 	Tool      string
 	Args      json.RawMessage // redacted arguments, shown to the operator
 	Rule      string          // the policy rule that escalated

@@ -1,0 +1,412 @@
+package escalation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"ironcurtain.dev/gateway/internal/audit"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout        = 300 * time.Second
+	DefaultPollInterval   = 5 * time.Second
+	DefaultSweepInterval  = 15 * time.Second
+	DefaultWebhookTimeout = 5 * time.Second
+)
+
+// Statuses of an escalation.
+const (
+	StatusPending   = "pending"
+	StatusApproved  = "approved"
+	StatusDenied    = "denied"
+	StatusExpired   = "expired"
+	StatusCancelled = "cancelled"
+)
+
+// Kinds of escalated requests.
+const (
+	KindToolCall = "tool_call"
+	KindEgress   = "egress"
+)
+
+// notifyChannel is the LISTEN/NOTIFY channel; the payload is the id.
+const notifyChannel = "ironcurtain_escalations"
+
+// Config configures the Postgres escalator. The zero value uses defaults
+// and sends no webhook.
+type Config struct {
+	// Timeout after which a pending escalation expires (denied).
+	Timeout time.Duration
+	// WebhookURL receives a Slack-compatible JSON message for every new
+	// escalation ("" = none). Failures are logged and counted, never block.
+	WebhookURL     string
+	WebhookTimeout time.Duration
+	// PollInterval is a safety net: a waiter re-reads its row this often
+	// even without a notification (e.g. while the listener reconnects).
+	PollInterval time.Duration
+	// SweepInterval is how often overdue pending rows are expired, so an
+	// escalation whose gateway died does not stay pending.
+	SweepInterval time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.WebhookTimeout <= 0 {
+		c.WebhookTimeout = DefaultWebhookTimeout
+	}
+	return c
+}
+
+// Errors of the Postgres escalator (wrapped; test with errors.Is).
+var (
+	ErrNotFound        = errors.New("no such escalation")
+	ErrAlreadyDecided  = errors.New("escalation is already decided")
+	ErrShuttingDown    = errors.New("the gateway is shutting down; the escalation stays pending and the call can be retried")
+	ErrInvalidRequest  = errors.New("invalid escalation request")
+	ErrInvalidDecision = errors.New("invalid decision")
+)
+
+// PG is the Postgres-backed Escalator: rows in escalations, waiters woken by
+// LISTEN/NOTIFY on any replica (one listening connection per gateway),
+// expiry after Config.Timeout, a webhook for new escalations, and the
+// session-scoped "approve similar" whitelist.
+type PG struct {
+	pool     *pgxpool.Pool
+	cfg      Config
+	log      *slog.Logger
+	m        *metrics
+	listener *listener
+	hook     *webhook
+
+	closeOnce sync.Once
+	closing   chan struct{}
+	wg        sync.WaitGroup
+}
+
+var _ Escalator = (*PG)(nil)
+
+// NewPG starts the escalator: its listener connection and expiry sweeper.
+// reg receives metrics (nil: not registered), log receives failures (nil:
+// discarded). Close stops it.
+func NewPG(pool *pgxpool.Pool, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*PG, error) {
+	if pool == nil {
+		return nil, errors.New("creating escalator: nil pool")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("creating escalator: %w", err)
+	}
+	p := &PG{pool: pool, cfg: cfg, log: log, m: m, closing: make(chan struct{})}
+	p.listener = newListener(pool, log, m)
+	if cfg.WebhookURL != "" {
+		p.hook, err = newWebhook(cfg.WebhookURL, cfg.WebhookTimeout, log, m)
+		if err != nil {
+			return nil, fmt.Errorf("creating escalator: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.wg.Add(2)
+	go func() { defer p.wg.Done(); p.listener.run(ctx) }()
+	go func() { defer p.wg.Done(); p.sweepLoop(ctx) }()
+	if p.hook != nil {
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.hook.run(ctx) }()
+	}
+	go func() { <-p.closing; cancel() }()
+	return p, nil
+}
+
+// Close stops the listener, the sweeper and the webhook sender. Waiting
+// Escalate calls return ErrShuttingDown; their rows stay pending (they
+// expire on schedule, or a retried call re-attaches by call id).
+func (p *PG) Close() error {
+	p.closeOnce.Do(func() { close(p.closing) })
+	p.wg.Wait()
+	return nil
+}
+
+// Escalate implements Escalator. A call id that already has an escalation
+// re-attaches to it (a retry after a gateway restart) instead of opening a
+// second one.
+func (p *PG) Escalate(ctx context.Context, req Request) (Result, error) {
+	if err := validateRequest(&req); err != nil {
+		return Result{}, err
+	}
+	args := audit.Redact(req.Args)
+	digest := argsDigest(req.Server, req.Tool, args)
+
+	e, err := p.getByCallID(ctx, req.CallID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		e, err = p.open(ctx, req, args, digest)
+		if err != nil {
+			return Result{}, err
+		}
+	case err != nil:
+		return Result{}, fmt.Errorf("escalating: %w", err)
+	}
+	if e.Status != StatusPending {
+		return e.result(), nil
+	}
+	return p.wait(ctx, e)
+}
+
+func validateRequest(req *Request) error {
+	if req.CallID == "" {
+		return fmt.Errorf("%w: no call id", ErrInvalidRequest)
+	}
+	if req.Kind == "" {
+		req.Kind = KindToolCall
+	}
+	if req.Kind != KindToolCall && req.Kind != KindEgress {
+		return fmt.Errorf("%w: kind %q is not tool_call or egress", ErrInvalidRequest, req.Kind)
+	}
+	if req.ID != "" && len(req.ID) > 128 {
+		return fmt.Errorf("%w: id longer than 128 bytes", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// argsDigest identifies "the same call" for exact-argument approvals.
+func argsDigest(server, tool string, args []byte) string {
+	h := sha256.New()
+	for _, s := range []string{server, "\x00", tool, "\x00"} {
+		h.Write([]byte(s))
+	}
+	h.Write(args)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// open creates the escalation, or an approved one when an "approve
+// similar" entry of the session covers the call.
+func (p *PG) open(ctx context.Context, req Request, args []byte, digest string) (Escalation, error) {
+	id := req.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	approval, err := p.matchSimilar(ctx, req, digest)
+	if err != nil {
+		return Escalation{}, fmt.Errorf("escalating: %w", err)
+	}
+	status, by, why := StatusPending, "", ""
+	if approval != "" {
+		status, by, why = StatusApproved, "similar:"+approval, "covered by an earlier \"approve similar\" of this session"
+	}
+	row := p.pool.QueryRow(ctx, `
+INSERT INTO escalations (id, call_id, session_id, kind, server, tool, args, args_digest, rule, reason, resource,
+                         status, expires_at, decided_at, decided_by, decision_reason)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + make_interval(secs => $13::float8),
+        CASE WHEN $12 = 'pending' THEN NULL ELSE now() END, $14, $15)
+ON CONFLICT (call_id) DO NOTHING
+RETURNING `+escalationColumns,
+		id, req.CallID, audit.RedactString(req.SessionID), req.Kind, audit.RedactString(req.Server), audit.RedactString(req.Tool),
+		string(args), digest, audit.RedactString(req.Rule), audit.RedactString(req.Reason), audit.RedactString(req.Resource),
+		status, p.cfg.Timeout.Seconds(), by, why)
+	e, err := scanEscalation(row)
+	if errors.Is(err, pgx.ErrNoRows) { // lost a race with another replica for this call id
+		return p.getByCallID(ctx, req.CallID)
+	}
+	if err != nil {
+		return Escalation{}, fmt.Errorf("escalating: creating escalation: %w", err)
+	}
+	if e.Status == StatusPending {
+		p.m.opened.WithLabelValues(e.Kind).Inc()
+		if p.hook != nil {
+			p.hook.announce(e)
+		}
+	} else {
+		p.m.decided.WithLabelValues(e.Status, "similar").Inc()
+	}
+	return e, nil
+}
+
+// wait blocks until e is decided, expires, ctx ends or the gateway closes.
+func (p *PG) wait(ctx context.Context, e Escalation) (Result, error) {
+	wake, unsubscribe := p.listener.subscribe(e.ID)
+	defer unsubscribe()
+	for {
+		// Re-read after subscribing: a decision that landed before the
+		// subscription is seen here, one after it wakes us.
+		cur, remaining, err := p.getWithRemaining(ctx, e.ID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Result{}, fmt.Errorf("waiting for escalation %s: %w", e.ID, ctx.Err())
+			}
+			return Result{}, fmt.Errorf("waiting for escalation %s: %w", e.ID, err)
+		}
+		if cur.Status != StatusPending {
+			p.m.waitSeconds.Observe(time.Since(cur.CreatedAt).Seconds())
+			return cur.result(), nil
+		}
+		if remaining <= 0 {
+			if _, err := p.expireOverdue(ctx, e.ID); err != nil {
+				return Result{}, fmt.Errorf("expiring escalation %s: %w", e.ID, err)
+			}
+			continue // read the final state (expired, or decided just before)
+		}
+		timer := time.NewTimer(min(remaining, p.cfg.PollInterval))
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return Result{}, fmt.Errorf("waiting for escalation %s: %w", e.ID, ctx.Err())
+		case <-p.closing:
+			timer.Stop()
+			return Result{}, fmt.Errorf("waiting for escalation %s: %w", e.ID, ErrShuttingDown)
+		}
+		timer.Stop()
+	}
+}
+
+// expireOverdue marks pending escalations past their deadline expired (one
+// id, or all when id is "") and notifies their waiters.
+func (p *PG) expireOverdue(ctx context.Context, id string) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+UPDATE escalations
+SET status = 'expired', decided_at = now(), decided_by = 'timeout',
+    decision_reason = 'nobody decided within ' || $2::text
+WHERE status = 'pending' AND expires_at <= now() AND ($1 = '' OR id = $1)
+RETURNING id, kind`, id, p.cfg.Timeout.String())
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for rows.Next() {
+			var eid, kind string
+			if err := rows.Scan(&eid, &kind); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, eid)
+			p.m.decided.WithLabelValues(StatusExpired, "timeout").Inc()
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, eid := range ids {
+			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, eid); err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return nil
+	})
+	return n, err
+}
+
+func (p *PG) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		if n, err := p.expireOverdue(ctx, ""); err != nil && ctx.Err() == nil {
+			p.log.Warn("expiring overdue escalations", "err", err)
+		} else if n > 0 {
+			p.log.Info("expired overdue escalations", "count", n)
+		}
+		var pending int64
+		if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM escalations WHERE status = 'pending'`).Scan(&pending); err == nil {
+			p.m.pending.Set(float64(pending))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Escalation is one stored escalation, as operators see it.
+type Escalation struct {
+	ID             string          `json:"id"`
+	CallID         string          `json:"call_id"`
+	SessionID      string          `json:"session_id"`
+	Kind           string          `json:"kind"`
+	Server         string          `json:"server,omitempty"`
+	Tool           string          `json:"tool,omitempty"`
+	Args           json.RawMessage `json:"args"`
+	Rule           string          `json:"rule,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	Resource       string          `json:"resource,omitempty"`
+	Status         string          `json:"status"`
+	CreatedAt      time.Time       `json:"created_at"`
+	ExpiresAt      time.Time       `json:"expires_at"`
+	DecidedAt      *time.Time      `json:"decided_at,omitempty"`
+	DecidedBy      string          `json:"decided_by,omitempty"`
+	DecisionReason string          `json:"decision_reason,omitempty"`
+}
+
+func (e Escalation) result() Result {
+	r := Result{ID: e.ID, Approved: e.Status == StatusApproved, Status: e.Status, DecidedBy: e.DecidedBy, Reason: e.DecisionReason}
+	if e.DecidedAt != nil {
+		r.DecidedAt = *e.DecidedAt
+	}
+	if e.Status == StatusExpired && r.Reason == "" {
+		r.Reason = "nobody decided in time"
+	}
+	return r
+}
+
+const escalationColumns = `id, call_id, session_id, kind, server, tool, args, rule, reason, resource, status,
+       created_at, expires_at, decided_at, decided_by, decision_reason`
+
+func scanEscalation(row pgx.Row) (Escalation, error) {
+	var e Escalation
+	var args string
+	err := row.Scan(&e.ID, &e.CallID, &e.SessionID, &e.Kind, &e.Server, &e.Tool, &args, &e.Rule, &e.Reason, &e.Resource,
+		&e.Status, &e.CreatedAt, &e.ExpiresAt, &e.DecidedAt, &e.DecidedBy, &e.DecisionReason)
+	e.Args = json.RawMessage(args)
+	return e, err
+}
+
+func (p *PG) getByCallID(ctx context.Context, callID string) (Escalation, error) {
+	e, err := scanEscalation(p.pool.QueryRow(ctx, `SELECT `+escalationColumns+` FROM escalations WHERE call_id = $1`, callID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, ErrNotFound
+	}
+	return e, err
+}
+
+// getWithRemaining reads an escalation and the time left before it
+// expires, by the database's clock (replicas' clocks may differ).
+func (p *PG) getWithRemaining(ctx context.Context, id string) (Escalation, time.Duration, error) {
+	var secs float64
+	var e Escalation
+	var args string
+	err := p.pool.QueryRow(ctx, `SELECT `+escalationColumns+`, extract(epoch FROM expires_at - now())::float8
+FROM escalations WHERE id = $1`, id).Scan(&e.ID, &e.CallID, &e.SessionID, &e.Kind, &e.Server, &e.Tool, &args, &e.Rule,
+		&e.Reason, &e.Resource, &e.Status, &e.CreatedAt, &e.ExpiresAt, &e.DecidedAt, &e.DecidedBy, &e.DecisionReason, &secs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, 0, ErrNotFound
+	}
+	e.Args = json.RawMessage(args)
+	return e, time.Duration(secs * float64(time.Second)), err
+}
