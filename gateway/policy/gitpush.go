@@ -282,3 +282,39 @@ func pushSpecs(in PushInput, res RemoteResolution, urlGiven bool) ([]string, err
 	}
 	return []string{"refs/heads/" + res.Branch}, nil
 }
+
+// Equal reports whether two plans push the same refs to the same URLs. The
+// git server re-plans when it executes and refuses when its plan differs
+// from the one the policy checked (the repository may have changed in
+// between).
+func (p PushPlan) Equal(q PushPlan) bool {
+	if len(p.URLs) != len(q.URLs) || len(p.Refspecs) != len(q.Refspecs) || p.Tags != q.Tags {
+		return false
+	}
+	for i := range p.URLs {
+		if p.URLs[i].URL() != q.URLs[i].URL() {
+			return false
+		}
+	}
+	for i := range p.Refspecs {
+		a, b := p.Refspecs[i], q.Refspecs[i]
+		if a.Src != b.Src || a.Dst != b.Dst || a.Force != b.Force || a.Delete != b.Delete {
+			return false
+		}
+	}
+	return true
+}
+
+type pushPlanKey struct{}
+
+// WithPushPlan returns a context carrying the plan the policy checked, for
+// the server that executes the push.
+func WithPushPlan(ctx context.Context, p *PushPlan) context.Context {
+	return context.WithValue(ctx, pushPlanKey{}, p)
+}
+
+// PushPlanFromContext returns the plan stored by WithPushPlan.
+func PushPlanFromContext(ctx context.Context) (*PushPlan, bool) {
+	p, ok := ctx.Value(pushPlanKey{}).(*PushPlan)
+	return p, ok && p != nil
+}

@@ -123,6 +123,11 @@ func (g *GitResolver) Resolve(ctx context.Context, repoDir, sandbox, name string
 	if !repo.Within(sandbox) {
 		return RemoteResolution{}, fmt.Errorf("%w: the repository's git directory is outside the sandbox", ErrRemote)
 	}
+	// The same refusal as the git server: no symlinks, alternates or
+	// special files in the git directories (git would read through them).
+	if err := gitexec.CheckGitDir(repo); err != nil {
+		return RemoteResolution{}, fmt.Errorf("%w: %w", ErrRemote, err)
+	}
 	res, files, err := g.resolve(ctx, repo, name, push)
 	if err != nil {
 		return RemoteResolution{}, err

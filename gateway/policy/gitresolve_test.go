@@ -64,9 +64,10 @@ func TestGitResolverCache(t *testing.T) {
 	})
 
 	tests := []struct {
-		name   string
-		change func(t *testing.T)
-		want   string // domain after the change
+		name    string
+		change  func(t *testing.T)
+		want    string // domain after the change
+		wantErr string
 	}{
 		{name: "pushurl added", change: func(t *testing.T) {
 			testGit(t, repo, "config", "remote.origin.pushurl", "git@evil.example:acme/app.git")
@@ -90,7 +91,7 @@ func TestGitResolverCache(t *testing.T) {
 			if err := os.Symlink(other, filepath.Join(repo, ".git", "config")); err != nil {
 				t.Fatal(err)
 			}
-		}, want: "attacker.test/x/y"},
+		}, wantErr: "symbolic link"},
 	}
 	g, _ := countingResolver(true)
 	resolve(g)
@@ -98,6 +99,13 @@ func TestGitResolverCache(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // a later timestamp tick
 			tt.change(t)
+			if tt.wantErr != "" {
+				_, err := g.Resolve(ctx, repo, tr.sandbox, "origin", true)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
 			res := resolve(g)
 			if len(res.URLs) != 1 || res.URLs[0].Domain() != tt.want {
 				t.Fatalf("after change: %v, want %s", res.URLs, tt.want)
@@ -106,11 +114,15 @@ func TestGitResolverCache(t *testing.T) {
 	}
 
 	t.Run("executable config appearing later refuses", func(t *testing.T) {
+		tr.apply(t, []op{{GitRepo: "$SANDBOX/app2"}, {Git: []string{"$SANDBOX/app2", "remote", "add", "origin", "git@github.com:acme/app.git"}}})
+		repo2 := filepath.Join(tr.sandbox, "app2")
 		g, _ := countingResolver(true)
-		resolve(g)
+		if _, err := g.Resolve(ctx, repo2, tr.sandbox, "origin", true); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(20 * time.Millisecond)
-		testGit(t, repo, "config", "core.sshCommand", "touch /tmp/x")
-		if _, err := g.Resolve(ctx, repo, tr.sandbox, "origin", true); !errors.Is(err, gitexec.ErrExecutableConfig) {
+		testGit(t, repo2, "config", "core.sshCommand", "touch /tmp/x")
+		if _, err := g.Resolve(ctx, repo2, tr.sandbox, "origin", true); !errors.Is(err, gitexec.ErrExecutableConfig) {
 			t.Fatalf("err = %v, want ErrExecutableConfig", err)
 		}
 	})
@@ -173,5 +185,38 @@ func TestShadow(t *testing.T) {
 	}
 	if e.Shadow() == nil {
 		t.Fatal("WithShadow changed the original engine")
+	}
+}
+
+func TestPushPlanEqualAndContext(t *testing.T) {
+	u1, _ := ParseGitRemoteURL("git@github.com:acme/app.git")
+	u2, _ := ParseGitRemoteURL("git@evil.example:acme/app.git")
+	r1, _ := ParsePushRefspec("feature", "")
+	r2, _ := ParsePushRefspec("feature:topic", "")
+	base := PushPlan{URLs: []GitRemote{u1}, Refspecs: []PushRefspec{r1}}
+	tests := []struct {
+		name string
+		q    PushPlan
+		want bool
+	}{
+		{name: "same", q: PushPlan{URLs: []GitRemote{u1}, Refspecs: []PushRefspec{r1}}, want: true},
+		{name: "other URL", q: PushPlan{URLs: []GitRemote{u2}, Refspecs: []PushRefspec{r1}}, want: false},
+		{name: "extra URL", q: PushPlan{URLs: []GitRemote{u1, u2}, Refspecs: []PushRefspec{r1}}, want: false},
+		{name: "other destination", q: PushPlan{URLs: []GitRemote{u1}, Refspecs: []PushRefspec{r2}}, want: false},
+		{name: "tags", q: PushPlan{URLs: []GitRemote{u1}, Refspecs: []PushRefspec{r1}, Tags: true}, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := base.Equal(tt.q); got != tt.want {
+				t.Fatalf("Equal = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	ctx := WithPushPlan(context.Background(), &base)
+	if p, ok := PushPlanFromContext(ctx); !ok || !p.Equal(base) {
+		t.Fatal("plan not carried by the context")
+	}
+	if _, ok := PushPlanFromContext(context.Background()); ok {
+		t.Fatal("plan found in an empty context")
 	}
 }
