@@ -12,6 +12,7 @@
 package config
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"os"
@@ -173,6 +174,9 @@ func checkKnown(n *yaml.Node, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if decodesItself(t) {
+		return nil // the type's own unmarshaller decides what it accepts
+	}
 	if n.Kind == yaml.AliasNode {
 		return &FieldError{Field: path, Err: fmt.Errorf("line %d: YAML aliases are not allowed", n.Line)}
 	}
@@ -212,6 +216,16 @@ func checkKnown(n *yaml.Node, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+var (
+	yamlUnmarshaler = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+	textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+)
+
+func decodesItself(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return t.Implements(yamlUnmarshaler) || p.Implements(yamlUnmarshaler) || t.Implements(textUnmarshaler) || p.Implements(textUnmarshaler)
 }
 
 func join(path, key string) string {

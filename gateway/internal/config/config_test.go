@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestParse(t *testing.T) {
@@ -138,4 +140,22 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = c.PolicySettings()
 	})
+}
+
+// textSection decodes itself from a string; checkKnown must not walk it.
+type textSection struct{ v string }
+
+func (s *textSection) UnmarshalText(b []byte) error { s.v = string(b); return nil }
+
+func TestCheckKnownSkipsSelfDecodingTypes(t *testing.T) {
+	type holder struct {
+		S textSection `yaml:"s"`
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("s: {anything: goes}\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkKnown(n.Content[0], reflect.TypeOf(holder{}), ""); err != nil {
+		t.Fatalf("checkKnown walked into a self-decoding type: %v", err)
+	}
 }
