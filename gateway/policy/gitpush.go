@@ -213,7 +213,13 @@ func (pc *PushChecker) Check(ctx context.Context, repoDir string, in PushInput) 
 		}
 		urlRemote, name = &u, ""
 	}
-	res, err := pc.Resolver.Resolve(ctx, repoDir, pc.Sandbox, name, true)
+	var res RemoteResolution
+	var err error
+	if urlRemote != nil {
+		res, err = pc.Resolver.Inspect(ctx, repoDir, pc.Sandbox)
+	} else {
+		res, err = pc.Resolver.Resolve(ctx, repoDir, pc.Sandbox, name, true)
+	}
 	if err != nil {
 		return refuse("%v", err)
 	}

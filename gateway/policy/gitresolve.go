@@ -91,9 +91,9 @@ func ResolveFetchRemote(ctx context.Context, repoDir, sandbox, name string) (Rem
 }
 
 type resolveKey struct {
-	repoDir, sandbox string
-	name             string
-	push             bool
+	repoDir, sandbox  string
+	name              string
+	push, inspectOnly bool
 }
 
 type resolveEntry struct {
@@ -105,13 +105,24 @@ type resolveEntry struct {
 // Resolve resolves name (a remote name, or "" for the default) in the
 // repository containing repoDir.
 func (g *GitResolver) Resolve(ctx context.Context, repoDir, sandbox, name string, push bool) (RemoteResolution, error) {
+	return g.lookup(ctx, repoDir, sandbox, name, push, false)
+}
+
+// Inspect checks the repository containing repoDir (inside sandbox, no
+// executable config, a safe git directory) and reads its current branch,
+// without resolving any remote: for a push to an explicit URL.
+func (g *GitResolver) Inspect(ctx context.Context, repoDir, sandbox string) (RemoteResolution, error) {
+	return g.lookup(ctx, repoDir, sandbox, "", true, true)
+}
+
+func (g *GitResolver) lookup(ctx context.Context, repoDir, sandbox, name string, push, inspectOnly bool) (RemoteResolution, error) {
 	if name != "" && !isRemoteName(name) {
 		return RemoteResolution{}, fmt.Errorf("%w: %s is not a remote name", ErrRemote, quoteShort(name))
 	}
 	if sandbox == "" {
 		return RemoteResolution{}, fmt.Errorf("%w: no sandbox is configured", ErrRemote)
 	}
-	key := resolveKey{repoDir: repoDir, sandbox: sandbox, name: name, push: push}
+	key := resolveKey{repoDir: repoDir, sandbox: sandbox, name: name, push: push, inspectOnly: inspectOnly}
 	if res, ok := g.cached(key); ok {
 		return res, nil
 	}
@@ -128,7 +139,7 @@ func (g *GitResolver) Resolve(ctx context.Context, repoDir, sandbox, name string
 	if err := gitexec.CheckGitDir(repo); err != nil {
 		return RemoteResolution{}, fmt.Errorf("%w: %w", ErrRemote, err)
 	}
-	res, files, err := g.resolve(ctx, repo, name, push)
+	res, files, err := g.resolve(ctx, repo, name, push, inspectOnly)
 	if err != nil {
 		return RemoteResolution{}, err
 	}
@@ -196,7 +207,7 @@ func (g *GitResolver) store(key resolveKey, res RemoteResolution, files []string
 }
 
 // resolve does the work and returns the files the result depends on.
-func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name string, push bool) (RemoteResolution, []string, error) {
+func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name string, push, inspectOnly bool) (RemoteResolution, []string, error) {
 	o := repo.Options()
 	o.Timeout = g.timeout
 	res := RemoteResolution{Repo: repo}
@@ -225,6 +236,9 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 	res.Branch, err = g.currentBranch(ctx, o, repo, cfg)
 	if err != nil {
 		return res, nil, fmt.Errorf("%w: %w", ErrRemote, err)
+	}
+	if inspectOnly {
+		return res, files, nil
 	}
 	if name == "" {
 		name = defaultRemote(cfg, res.Branch, push)
