@@ -195,7 +195,7 @@ func (p *PG) List(ctx context.Context, f ListFilter) ([]Escalation, error) {
 	switch f.Status {
 	case "", StatusPending, StatusApproved, StatusDenied, StatusExpired, StatusCancelled:
 	default:
-		return nil, fmt.Errorf("listing escalations: status %q is not pending, approved, denied, expired or cancelled", f.Status)
+		return nil, fmt.Errorf("listing escalations: %w: status %q is not pending, approved, denied, expired or cancelled", ErrInvalidFilter, f.Status)
 	}
 	limit := f.Limit
 	if limit <= 0 {

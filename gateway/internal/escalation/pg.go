@@ -85,6 +85,7 @@ var (
 	ErrShuttingDown    = errors.New("the gateway is shutting down; the escalation stays pending and the call can be retried")
 	ErrInvalidRequest  = errors.New("invalid escalation request")
 	ErrInvalidDecision = errors.New("invalid decision")
+	ErrInvalidFilter   = errors.New("invalid filter")
 )
 
 // PG is the Postgres-backed Escalator: rows in escalations, waiters woken by

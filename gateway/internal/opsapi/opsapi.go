@@ -1,0 +1,341 @@
+// Package opsapi is the operator API served on the ops port (never on the
+// agent port): list, show, approve and deny escalations, query the audit
+// trail and session summaries, Prometheus /metrics, and /healthz and
+// /readyz. Every route but the two probes requires an operator token
+// (Authorization: Bearer), compared in constant time. Errors are JSON with
+// a stable code and a message: {"error":{"code":"not_found","message":"..."}}.
+// Client is the Go client the `ironcurtain escalations` CLI uses.
+package opsapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/escalation"
+)
+
+// Escalations is what the API needs from the escalator (*escalation.PG).
+type Escalations interface {
+	List(ctx context.Context, f escalation.ListFilter) ([]escalation.Escalation, error)
+	Get(ctx context.Context, id string) (escalation.Escalation, error)
+	Decide(ctx context.Context, id string, d escalation.Decision) (escalation.Escalation, error)
+}
+
+// Data is what the API reads from the audit store (*PGData).
+type Data interface {
+	ToolCalls(ctx context.Context, f audit.Filter) ([]audit.ToolCall, error)
+	Sessions(ctx context.Context, limit int) ([]SessionSummary, error)
+	Session(ctx context.Context, id string) (SessionSummary, error)
+	// Ready returns nil when the database answers and its schema is current.
+	Ready(ctx context.Context) error
+}
+
+// Deps are the API's collaborators. Operators, Escalations and Data are
+// required; Gatherer serves /metrics (nil: prometheus.DefaultGatherer).
+type Deps struct {
+	Operators   *Operators
+	Escalations Escalations
+	Data        Data
+	Gatherer    prometheus.Gatherer
+	Registerer  prometheus.Registerer // receives the API's own metrics (nil: none)
+	Logger      *slog.Logger
+}
+
+// Error codes (stable: clients may switch on them).
+const (
+	CodeUnauthorized     = "unauthorized"
+	CodeNotFound         = "not_found"
+	CodeBadRequest       = "bad_request"
+	CodeConflict         = "conflict"
+	CodeNotReady         = "not_ready"
+	CodeInternal         = "internal"
+	CodeMethodNotAllowed = "method_not_allowed"
+)
+
+// maxBody bounds request bodies.
+const maxBody = 64 << 10
+
+type api struct {
+	deps        Deps
+	log         *slog.Logger
+	authFailure prometheus.Counter
+}
+
+// New returns the ops API handler.
+func New(d Deps) http.Handler {
+	a := &api{deps: d, log: d.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.deps.Gatherer == nil {
+		a.deps.Gatherer = prometheus.DefaultGatherer
+	}
+	a.authFailure = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ironcurtain_ops_auth_failures_total",
+		Help: "Ops API requests refused for a missing or wrong operator token.",
+	})
+	if d.Registerer != nil {
+		_ = d.Registerer.Register(a.authFailure)
+	}
+
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such route")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed on this route")
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", a.readyz)
+	r.Group(func(r chi.Router) {
+		r.Use(a.authenticate)
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(a.deps.Gatherer, promhttp.HandlerOpts{}))
+		r.Get("/v1/escalations", a.listEscalations)
+		r.Get("/v1/escalations/{id}", a.getEscalation)
+		r.Post("/v1/escalations/{id}/approve", a.decide(true))
+		r.Post("/v1/escalations/{id}/deny", a.decide(false))
+		r.Get("/v1/audit/tool-calls", a.toolCalls)
+		r.Get("/v1/sessions", a.sessions)
+		r.Get("/v1/sessions/{id}", a.session)
+	})
+	return r
+}
+
+type operatorKey struct{}
+
+// authenticate requires "Authorization: Bearer <operator token>".
+func (a *api) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		name, valid := "", false
+		if ok {
+			name, valid = a.deps.Operators.Authenticate(strings.TrimSpace(token))
+		}
+		if !valid {
+			a.authFailure.Inc()
+			a.log.Warn("ops API: refused request without a valid operator token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ironcurtain-ops"`)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid operator token is required")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), operatorKey{}, name)))
+	})
+}
+
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	if err := a.deps.Data.Ready(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (a *api) listEscalations(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := intParam(q.Get("limit"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: "+err.Error())
+		return
+	}
+	list, err := a.deps.Escalations.List(r.Context(), escalation.ListFilter{Status: q.Get("status"), Session: q.Get("session"), Limit: limit})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if list == nil {
+		list = []escalation.Escalation{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"escalations": list})
+}
+
+func (a *api) getEscalation(w http.ResponseWriter, r *http.Request) {
+	e, err := a.deps.Escalations.Get(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// DecideRequest is the body of approve and deny.
+type DecideRequest struct {
+	Reason string `json:"reason,omitempty"`
+	// Similar (approve only): directory, domain or exact.
+	Similar string `json:"similar,omitempty"`
+}
+
+func (a *api) decide(approve bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body DecideRequest
+		if r.ContentLength != 0 {
+			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&body); err != nil {
+				writeError(w, http.StatusBadRequest, CodeBadRequest, "body: want {\"reason\": \"...\", \"similar\": \"directory|domain|exact\"}")
+				return
+			}
+		}
+		operator, _ := r.Context().Value(operatorKey{}).(string)
+		e, err := a.deps.Escalations.Decide(r.Context(), chi.URLParam(r, "id"), escalation.Decision{
+			Approve: approve, By: operator, Reason: body.Reason, Similar: body.Similar,
+		})
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		a.log.Info("escalation decided", "escalation", e.ID, "status", e.Status, "by", operator, "similar", body.Similar)
+		writeJSON(w, http.StatusOK, e)
+	}
+}
+
+func (a *api) toolCalls(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := audit.Filter{Session: q.Get("session"), Server: q.Get("server"), Tool: q.Get("tool"), Decision: q.Get("decision")}
+	var err error
+	if f.Limit, err = intParam(q.Get("limit")); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: "+err.Error())
+		return
+	}
+	if f.Since, err = ParseSince(q.Get("since"), time.Now()); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "since: "+err.Error())
+		return
+	}
+	if f.After, err = ParseSince(q.Get("after"), time.Now()); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "after: "+err.Error())
+		return
+	}
+	if err := f.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	calls, err := a.deps.Data.ToolCalls(r.Context(), f)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if calls == nil {
+		calls = []audit.ToolCall{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tool_calls": calls})
+}
+
+func (a *api) sessions(w http.ResponseWriter, r *http.Request) {
+	limit, err := intParam(r.URL.Query().Get("limit"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: "+err.Error())
+		return
+	}
+	list, err := a.deps.Data.Sessions(r.Context(), limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if list == nil {
+		list = []SessionSummary{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
+}
+
+func (a *api) session(w http.ResponseWriter, r *http.Request) {
+	s, err := a.deps.Data.Session(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+// ErrNotFound is returned by Data for an unknown session.
+var ErrNotFound = errors.New("not found")
+
+// fail maps an error to a status and a safe message. Internal details are
+// logged, not returned.
+func (a *api) fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, escalation.ErrNotFound), errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, CodeNotFound, "not found")
+	case errors.Is(err, escalation.ErrAlreadyDecided):
+		writeError(w, http.StatusConflict, CodeConflict, lastPart(err))
+	case errors.Is(err, escalation.ErrInvalidDecision), errors.Is(err, escalation.ErrInvalidFilter):
+		writeError(w, http.StatusBadRequest, CodeBadRequest, lastPart(err))
+	default:
+		a.log.Error("ops API request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error; see the gateway log")
+	}
+}
+
+// lastPart drops the wrapping prefixes ("deciding escalation x: ...").
+func lastPart(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "deciding escalation") {
+		return msg[i+2:]
+	}
+	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "listing escalations") {
+		return msg[i+2:]
+	}
+	return msg
+}
+
+func intParam(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, errors.New("want a non-negative integer")
+	}
+	return n, nil
+}
+
+// ParseSince reads an RFC 3339 time or a duration back from now ("15m",
+// "24h"). Empty means no bound.
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return time.Time{}, errors.New("want an RFC 3339 time or a positive duration such as 15m")
+	}
+	return now.Add(-d), nil
+}
+
+// ErrorBody is the JSON shape of every error.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message = code, msg
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
