@@ -1,0 +1,148 @@
+package opscli
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/opsapi"
+)
+
+const escalationsUsage = `usage: ironcurtain escalations list [--status pending|approved|denied|expired|all] [--session S] [--json]
+       ironcurtain escalations show ID [--json]
+       ironcurtain escalations approve ID [--reason TEXT] [--similar directory|domain|exact] [--json]
+       ironcurtain escalations deny ID [--reason TEXT] [--json]
+  The ops API URL comes from --ops-url or IRONCURTAIN_OPS_URL (default http://127.0.0.1:8081);
+  the operator token from IRONCURTAIN_OPERATOR_TOKEN or --token-file (never a flag value).`
+
+// Escalations runs `ironcurtain escalations`.
+func Escalations(ctx context.Context, args []string, e Env) int {
+	return finish(e, "escalations", escalations(ctx, args, e))
+}
+
+func escalations(ctx context.Context, args []string, e Env) error {
+	if len(args) == 0 {
+		return usageErr("missing subcommand (list, show, approve or deny)\n%s", escalationsUsage)
+	}
+	sub := args[0]
+	fs := newFlagSet("escalations "+sub, e)
+	opsURL := fs.String("ops-url", "", "ops API URL (default $"+EnvOpsURL+" or "+DefaultOpsURL+")")
+	tokenFile := fs.String("token-file", "", "file holding the operator token (default $"+EnvOperatorToken+")")
+	asJSON := fs.Bool("json", false, "print JSON")
+	status := fs.String("status", "pending", "list: pending, approved, denied, expired, cancelled or all")
+	session := fs.String("session", "", "list: only this session")
+	limit := fs.Int("limit", 100, "list: at most this many")
+	reason := fs.String("reason", "", "approve/deny: why (recorded with the decision)")
+	similar := fs.String("similar", "", "approve: also approve similar calls of this session (directory, domain or exact)")
+	fs.Usage = func() { fmt.Fprintln(e.Stderr, escalationsUsage); fs.PrintDefaults() }
+	pos, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "list":
+		if len(pos) != 0 {
+			return usageErr("list takes no arguments")
+		}
+	case "show", "approve", "deny":
+		if len(pos) != 1 {
+			return usageErr("%s needs exactly one escalation id", sub)
+		}
+	default:
+		return usageErr("unknown subcommand %q\n%s", sub, escalationsUsage)
+	}
+	if *opsURL == "" {
+		*opsURL = e.Getenv(EnvOpsURL)
+	}
+	if *opsURL == "" {
+		*opsURL = DefaultOpsURL
+	}
+	token := e.Getenv(EnvOperatorToken)
+	if *tokenFile != "" {
+		if token, err = readSecretFile(*tokenFile); err != nil {
+			return err
+		}
+	}
+	client, err := opsapi.NewClient(*opsURL, opsapi.OperatorToken(token))
+	if err != nil {
+		return usageErr("%v", err)
+	}
+
+	switch sub {
+	case "list":
+		st := *status
+		if st == "all" {
+			st = ""
+		}
+		list, err := client.ListEscalations(ctx, escalation.ListFilter{Status: st, Session: *session, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(e.Stdout, list)
+		}
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSTATUS\tAGE\tSESSION\tWHAT\tRESOURCE\tREASON")
+		for _, x := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Status, time.Since(x.CreatedAt).Round(time.Second),
+				x.SessionID, what(x), oneLine(x.Resource, 40), oneLine(x.Reason, 50))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(e.Stdout, "(none)")
+		}
+		return nil
+	case "show":
+		x, err := client.GetEscalation(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return printEscalation(e, x, *asJSON)
+	default: // approve, deny
+		x, err := client.Decide(ctx, pos[0], sub == "approve", opsapi.DecideRequest{Reason: *reason, Similar: *similar})
+		if err != nil {
+			return err
+		}
+		return printEscalation(e, x, *asJSON)
+	}
+}
+
+func what(x escalation.Escalation) string {
+	if x.Kind == escalation.KindEgress {
+		return "egress"
+	}
+	return x.Server + "__" + x.Tool
+}
+
+func printEscalation(e Env, x escalation.Escalation, asJSON bool) error {
+	if asJSON {
+		return printJSON(e.Stdout, x)
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	row("id", x.ID)
+	row("status", x.Status)
+	row("session", x.SessionID)
+	row("call", x.CallID)
+	row("what", what(x))
+	row("resource", x.Resource)
+	row("rule", x.Rule)
+	row("reason", x.Reason)
+	row("arguments", string(x.Args))
+	row("created", x.CreatedAt.Local().Format(time.RFC3339))
+	row("expires", x.ExpiresAt.Local().Format(time.RFC3339))
+	if x.DecidedAt != nil {
+		row("decided", x.DecidedAt.Local().Format(time.RFC3339))
+	}
+	row("decided by", x.DecidedBy)
+	row("decision reason", x.DecisionReason)
+	return tw.Flush()
+}
