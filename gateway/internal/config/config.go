@@ -57,6 +57,12 @@ type Config struct {
 	Servers map[string]ServerConfig `yaml:"servers"`
 	// Egress is the agent's HTTP(S) proxy (egress.go).
 	Egress EgressConfig `yaml:"egress"`
+	// Audit tunes the audit sinks (audit.go).
+	Audit AuditConfig `yaml:"audit"`
+	// Escalation configures human approvals (escalation.go).
+	Escalation EscalationConfig `yaml:"escalation"`
+	// Ops is the operator API (ops.go).
+	Ops OpsConfig `yaml:"ops"`
 
 	// file is the path the configuration was loaded from.
 	file string

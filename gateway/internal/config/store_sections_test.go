@@ -1,0 +1,54 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStoreSectionsValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		v       Validator
+		wantErr string // substring naming the field; "" = valid
+	}{
+		{name: "audit defaults", v: &AuditConfig{}},
+		{name: "audit ok", v: &AuditConfig{MaxBatch: 100, QueueSize: 1000, Linger: time.Millisecond, Flushers: 2}},
+		{name: "audit negative batch", v: &AuditConfig{MaxBatch: -1}, wantErr: "max_batch"},
+		{name: "audit huge linger", v: &AuditConfig{Linger: time.Minute}, wantErr: "linger"},
+		{name: "audit flushers", v: &AuditConfig{Flushers: 1000}, wantErr: "flushers"},
+		{name: "escalation defaults", v: &EscalationConfig{}},
+		{name: "escalation ok", v: &EscalationConfig{Timeout: time.Minute, WebhookURL: "https://hooks.slack.com/services/x"}},
+		{name: "escalation sub-second timeout", v: &EscalationConfig{Timeout: time.Millisecond}, wantErr: "timeout"},
+		{name: "escalation webhook scheme", v: &EscalationConfig{WebhookURL: "file:///etc/passwd"}, wantErr: "webhook_url"},
+		{name: "ops defaults", v: &OpsConfig{}},
+		{name: "ops listen", v: &OpsConfig{Listen: "8081"}, wantErr: "listen"},
+		{name: "ops token file", v: &OpsConfig{OperatorTokenFiles: map[string]string{"alice": ""}}, wantErr: "operator_token_files.alice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.v.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate accepted, want an error about %s", tt.wantErr)
+			}
+			found := false
+			for _, e := range flatten(err) {
+				if fe, ok := e.(*FieldError); ok && strings.Contains(fe.Field, tt.wantErr) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("Validate = %v, want a field error for %s", err, tt.wantErr)
+			}
+		})
+	}
+	if (&OpsConfig{}).ListenAddr() != DefaultOpsListen {
+		t.Fatal("default ops listen address")
+	}
+}
