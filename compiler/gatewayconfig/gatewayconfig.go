@@ -1,0 +1,186 @@
+// Package gatewayconfig reads what the compiler needs from the gateway's
+// deployment settings: the policy settings verification must run with
+// (sandbox, protected paths and branches, trusted servers, per-server domain
+// allowlists) and the launch command of each external MCP server.
+//
+// It reads gateway.yaml leniently (only these keys; the gateway's own loader
+// validates the whole file strictly) or an mcp-servers.json file in the
+// original's shape: {"mcpServers": {name: {command, args, env}}} or the same
+// map without the wrapper.
+package gatewayconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"ironcurtain.dev/gateway/policy"
+)
+
+// DefaultSandbox is the gateway's default sandbox.
+const DefaultSandbox = "/workspace"
+
+// Server is one configured tool server.
+type Server struct {
+	Name           string
+	Command        string
+	Args           []string
+	Env            map[string]string
+	AllowedDomains []string
+}
+
+// External reports whether the server is launched as a child process.
+func (s Server) External() bool { return s.Command != "" }
+
+// Config is what the compiler read.
+type Config struct {
+	File              string
+	Sandbox           string
+	ProtectedPaths    []string
+	ProtectedBranches []string
+	TrustedServers    []string
+	Servers           []Server
+}
+
+type serverYAML struct {
+	Command        string            `yaml:"command" json:"command"`
+	Args           []string          `yaml:"args" json:"args"`
+	Env            map[string]string `yaml:"env" json:"env"`
+	AllowedDomains []string          `yaml:"allowed_domains" json:"allowed_domains"`
+}
+
+type fileYAML struct {
+	Sandbox           string                `yaml:"sandbox"`
+	ProtectedPaths    []string              `yaml:"protected_paths"`
+	ProtectedBranches []string              `yaml:"protected_branches"`
+	TrustedServers    []string              `yaml:"trusted_servers"`
+	Servers           map[string]serverYAML `yaml:"servers"`
+}
+
+// Load reads a gateway.yaml (.yaml/.yml) or an mcp-servers.json (.json).
+// home expands a leading ~ in paths.
+func Load(path, home string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading server config: %w", err)
+	}
+	var c *Config
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		c, err = parseJSON(path, b)
+	} else {
+		c, err = parseYAML(path, b, home)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading server config: %w", err)
+	}
+	return c, nil
+}
+
+func parseYAML(path string, b []byte, home string) (*Config, error) {
+	var f fileYAML
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	c := &Config{File: path, Sandbox: f.Sandbox, ProtectedBranches: f.ProtectedBranches, TrustedServers: f.TrustedServers}
+	if c.Sandbox == "" {
+		c.Sandbox = DefaultSandbox
+	}
+	c.Sandbox = resolvePath(c.Sandbox, dir, home)
+	for _, p := range f.ProtectedPaths {
+		c.ProtectedPaths = append(c.ProtectedPaths, resolvePath(p, dir, home))
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		c.ProtectedPaths = append(c.ProtectedPaths, abs)
+	}
+	servers, err := convert(path, "servers", f.Servers)
+	if err != nil {
+		return nil, err
+	}
+	c.Servers = servers
+	return c, nil
+}
+
+func parseJSON(path string, b []byte) (*Config, error) {
+	var wrapped struct {
+		MCPServers map[string]serverYAML `json:"mcpServers"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&wrapped); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	field := "mcpServers"
+	servers := wrapped.MCPServers
+	if servers == nil {
+		field = ""
+		if err := json.Unmarshal(b, &servers); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	list, err := convert(path, field, servers)
+	if err != nil {
+		return nil, err
+	}
+	return &Config{File: path, Sandbox: DefaultSandbox, Servers: list}, nil
+}
+
+func convert(file, field string, m map[string]serverYAML) ([]Server, error) {
+	var out []Server
+	var errs []error
+	for name, s := range m {
+		at := name
+		if field != "" {
+			at = field + "." + name
+		}
+		if name == "" || strings.Contains(name, "__") {
+			errs = append(errs, fmt.Errorf("%s: %s: server names must be non-empty and must not contain \"__\"", file, at))
+		}
+		for i, d := range s.AllowedDomains {
+			if err := policy.ValidateDomainPattern(d); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s.allowed_domains[%d]: %w", file, at, i, err))
+			}
+		}
+		out = append(out, Server{Name: name, Command: s.Command, Args: s.Args, Env: s.Env, AllowedDomains: s.AllowedDomains})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(errs...)
+}
+
+func resolvePath(p, dir, home string) string {
+	switch {
+	case p == "~":
+		return home
+	case strings.HasPrefix(p, "~/"):
+		return filepath.Join(home, p[2:])
+	case filepath.IsAbs(p):
+		return filepath.Clean(p)
+	}
+	return filepath.Join(dir, p)
+}
+
+// Settings returns the policy settings the gateway would use (home expands ~).
+func (c *Config) Settings(home string) policy.Settings {
+	s := policy.Settings{
+		Sandbox:           c.Sandbox,
+		ProtectedPaths:    append([]string(nil), c.ProtectedPaths...),
+		ProtectedBranches: append([]string(nil), c.ProtectedBranches...),
+		TrustedServers:    append([]string(nil), c.TrustedServers...),
+		Home:              home,
+	}
+	for _, sv := range c.Servers {
+		if len(sv.AllowedDomains) > 0 {
+			if s.DomainAllowlists == nil {
+				s.DomainAllowlists = map[string][]string{}
+			}
+			s.DomainAllowlists[sv.Name] = append([]string(nil), sv.AllowedDomains...)
+		}
+	}
+	return s
+}

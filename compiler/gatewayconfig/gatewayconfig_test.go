@@ -1,0 +1,108 @@
+package gatewayconfig
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string
+		body    string
+		check   func(t *testing.T, c *Config)
+		wantErr string
+	}{
+		{
+			name: "gateway.yaml",
+			file: "gateway.yaml",
+			body: `sandbox: /srv/work
+protected_paths: [~/.ssh, secrets]
+protected_branches: [main, release/*]
+egress: {listen: ":3128"}
+servers:
+  git:
+    allowed_domains: [github.com, "*.github.com"]
+  notes:
+    command: /usr/bin/notes-mcp
+    args: [--stdio]
+    env: {NOTES_DIR: /data}
+`,
+			check: func(t *testing.T, c *Config) {
+				s := c.Settings("/home/u")
+				if s.Sandbox != "/srv/work" || s.Home != "/home/u" {
+					t.Errorf("settings = %+v", s)
+				}
+				if s.ProtectedPaths[0] != "/home/u/.ssh" || !strings.HasSuffix(s.ProtectedPaths[1], "/secrets") || !strings.HasSuffix(s.ProtectedPaths[2], "gateway.yaml") {
+					t.Errorf("protected = %v", s.ProtectedPaths)
+				}
+				if !reflect.DeepEqual(s.DomainAllowlists, map[string][]string{"git": {"github.com", "*.github.com"}}) {
+					t.Errorf("allowlists = %v", s.DomainAllowlists)
+				}
+				if len(c.Servers) != 2 || c.Servers[1].Name != "notes" || !c.Servers[1].External() || c.Servers[0].External() {
+					t.Errorf("servers = %+v", c.Servers)
+				}
+			},
+		},
+		{
+			name: "default sandbox",
+			file: "gateway.yaml",
+			body: "servers: {}\n",
+			check: func(t *testing.T, c *Config) {
+				if c.Sandbox != DefaultSandbox {
+					t.Errorf("sandbox = %q", c.Sandbox)
+				}
+			},
+		},
+		{
+			name: "mcp-servers.json wrapped",
+			file: "mcp-servers.json",
+			body: `{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}}`,
+			check: func(t *testing.T, c *Config) {
+				if len(c.Servers) != 1 || c.Servers[0].Command != "npx" || len(c.Servers[0].Args) != 3 {
+					t.Errorf("servers = %+v", c.Servers)
+				}
+			},
+		},
+		{
+			name: "mcp-servers.json bare",
+			file: "servers.json",
+			body: `{"fs": {"command": "srv"}}`,
+			check: func(t *testing.T, c *Config) {
+				if len(c.Servers) != 1 || c.Servers[0].Name != "fs" {
+					t.Errorf("servers = %+v", c.Servers)
+				}
+			},
+		},
+		{name: "bad domain", file: "gateway.yaml", body: "servers:\n  git:\n    allowed_domains: [\"*.\"]\n", wantErr: "servers.git.allowed_domains[0]"},
+		{name: "bad server name", file: "s.json", body: `{"a__b": {"command": "x"}}`, wantErr: `"__"`},
+		{name: "bad yaml", file: "gateway.yaml", body: "servers: [", wantErr: "gateway.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(write(t, tt.file, tt.body), "/home/u")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
