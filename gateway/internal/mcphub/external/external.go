@@ -1,0 +1,503 @@
+// Package external runs an external MCP server (any stdio MCP server from
+// gateway.yaml: command, args, env) as a child process of the gateway and
+// adapts it to servers.Server, so the hub exposes its tools as
+// "<name>__<tool>" like a built-in server.
+//
+// The child's environment is built from scratch: PATH and a private HOME,
+// plus exactly the variables the configuration names. The gateway's own
+// secrets (GITHUB_TOKEN, model API keys, the database URL) are never
+// inherited. Its stderr goes to the log, line by line. The child runs in its
+// own process group and is killed with it.
+//
+// Its tools are listed once, at the first start; the hub exposes only those
+// the policy engine has an annotation for (tool-annotations.json), so a tool
+// the server adds later, or one nobody annotated, is never callable. When the
+// process exits the server restarts it with a growing back-off (counted in
+// ironcurtain_external_server_restarts_total); calls made while it is down
+// fail with a clear error.
+package external
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"ironcurtain.dev/gateway/internal/metrics"
+	"ironcurtain.dev/gateway/internal/servers"
+)
+
+// Defaults applied when the corresponding Config field is zero.
+const (
+	DefaultStartTimeout = 30 * time.Second
+	DefaultMinBackoff   = time.Second
+	DefaultMaxBackoff   = 30 * time.Second
+	DefaultPath         = "/usr/local/bin:/usr/bin:/bin"
+	// maxStderrLine caps one logged stderr line.
+	maxStderrLine = 4096
+	// maxErrorText caps an error message of the child shown to the agent.
+	maxErrorText = 500
+	// stopGrace is how long a child may take to exit after its stdin closes.
+	stopGrace = 3 * time.Second
+	// exitGrace is how long a transport failure waits to see the process exit.
+	exitGrace = 500 * time.Millisecond
+)
+
+// Config launches one external server.
+type Config struct {
+	// Name is the server name (the tools' prefix).
+	Name string
+	// Command is the executable (a path, or a name looked up in PATH).
+	Command string
+	Args    []string
+	// Env are the child's variables besides PATH and HOME (which it may
+	// override). Values are used as given: resolve references to secrets
+	// before (config does).
+	Env map[string]string
+	// Dir is the working directory (default: the private HOME).
+	Dir string
+	// StartTimeout bounds starting the process, initialize and tools/list.
+	StartTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait before a restart; the wait
+	// doubles after each failed start and resets after a healthy minute.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Deps are the server's collaborators.
+type Deps struct {
+	Logger  *slog.Logger
+	Metrics *metrics.ToolCalls
+	// Getenv reads the gateway's environment for PATH (default os.Getenv).
+	Getenv func(string) string
+}
+
+// Server is a running external server.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	m     *metrics.ToolCalls
+	env   []string
+	home  string
+	tools []servers.Tool
+
+	mu      sync.Mutex
+	cur     *proc
+	closed  bool
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+var _ servers.Server = (*Server)(nil)
+
+// proc is one run of the child.
+type proc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	client *client.Client
+	exited chan struct{} // closed when the process has exited
+	err    error         // the exit error, set before exited closes
+}
+
+// Errors of Call while the child is not usable.
+var (
+	ErrRestarting = errors.New("external server is restarting")
+	ErrClosed     = errors.New("external server is closed")
+)
+
+// Start launches the server, initialises it and lists its tools. The
+// context bounds only the start; the server runs until Close.
+func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
+	if cfg.Name == "" || cfg.Command == "" {
+		return nil, fmt.Errorf("starting external server %q: name and command are required", cfg.Name)
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = DefaultMinBackoff
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if d.Getenv == nil {
+		d.Getenv = os.Getenv
+	}
+	s := &Server{cfg: cfg, log: d.Logger, m: d.Metrics, stop: make(chan struct{}), stopped: make(chan struct{})}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("server", cfg.Name)
+	home, err := os.MkdirTemp("", "ironcurtain-ext-"+safeFileName(cfg.Name)+"-")
+	if err != nil {
+		return nil, fmt.Errorf("starting external server %q: creating its home directory: %w", cfg.Name, err)
+	}
+	s.home = home
+	s.env = childEnv(cfg.Env, d.Getenv("PATH"), home)
+
+	p, tools, err := s.launch(ctx)
+	if err != nil {
+		_ = os.RemoveAll(home)
+		return nil, fmt.Errorf("starting external server %q: %w", cfg.Name, err)
+	}
+	s.tools = tools
+	s.cur = p
+	go s.supervise(p)
+	return s, nil
+}
+
+// childEnv is the child's whole environment, sorted.
+func childEnv(extra map[string]string, path, home string) []string {
+	if path == "" {
+		path = DefaultPath
+	}
+	m := map[string]string{"PATH": path, "HOME": home, "LANG": "C.UTF-8"}
+	for k, v := range extra {
+		m[k] = v
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func safeFileName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// launch starts a process, initialises it and lists its tools.
+func (s *Server) launch(ctx context.Context) (*proc, []servers.Tool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
+	defer cancel()
+	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+	cmd.Env = s.env
+	cmd.Dir = s.cfg.Dir
+	if cmd.Dir == "" {
+		cmd.Dir = s.home
+	}
+	setProcessGroup(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating stdin pipe: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating stdout pipe: %w", err)
+	}
+	// stderr is an os.Pipe, not StderrPipe: Wait must not depend on a
+	// grandchild that keeps stderr open.
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating stderr pipe: %w", err)
+	}
+	cmd.Stderr = stderrW
+	err = cmd.Start()
+	_ = stderrW.Close()
+	if err != nil {
+		_ = stderrR.Close()
+		return nil, nil, fmt.Errorf("running %s: %w", filepath.Base(s.cfg.Command), err)
+	}
+	p := &proc{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+	go func() {
+		defer stderrR.Close()
+		s.logStderr(stderrR)
+	}()
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+
+	tr := transport.NewIO(stdout, stdin, nil)
+	c := client.NewClient(tr)
+	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
+		s.kill(p)
+		return nil, nil, fmt.Errorf("starting MCP client: %w", err)
+	}
+	p.client = c
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "ironcurtain-gateway", Version: "1"}
+	if _, err := s.withExit(ctx, p, func(ctx context.Context) error {
+		_, err := c.Initialize(ctx, init)
+		return err
+	}); err != nil {
+		s.kill(p)
+		return nil, nil, fmt.Errorf("initializing: %w", err)
+	}
+	var listed *mcp.ListToolsResult
+	if _, err := s.withExit(ctx, p, func(ctx context.Context) error {
+		var err error
+		listed, err = c.ListTools(ctx, mcp.ListToolsRequest{})
+		return err
+	}); err != nil {
+		s.kill(p)
+		return nil, nil, fmt.Errorf("listing tools: %w", err)
+	}
+	tools := make([]servers.Tool, 0, len(listed.Tools))
+	for _, t := range listed.Tools {
+		schema, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			s.kill(p)
+			return nil, nil, fmt.Errorf("encoding the schema of tool %q: %w", t.Name, err)
+		}
+		tools = append(tools, servers.Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	return p, tools, nil
+}
+
+// withExit runs f, failing fast if the process exits meanwhile. exited is
+// true when the failure is the process's or the transport's (not an answer
+// of the server).
+func (s *Server) withExit(ctx context.Context, p *proc, f func(context.Context) error) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		var te *transport.Error
+		if err != nil && ctx.Err() == nil && errors.As(err, &te) {
+			// The transport failed: it is usually because the process is
+			// exiting; say so when it has.
+			select {
+			case <-p.exited:
+				return true, fmt.Errorf("the process exited (%v)", p.err)
+			case <-time.After(exitGrace):
+				return true, fmt.Errorf("talking to the process: %w", err)
+			}
+		}
+		return false, err
+	case <-p.exited:
+		cancel()
+		<-done
+		return true, fmt.Errorf("the process exited (%v)", p.err)
+	}
+}
+
+// logStderr logs the child's stderr line by line.
+func (s *Server) logStderr(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), maxStderrLine)
+	for {
+		for sc.Scan() {
+			s.log.Info("external server stderr", "line", sc.Text())
+		}
+		if !errors.Is(sc.Err(), bufio.ErrTooLong) {
+			return
+		}
+		s.log.Info("external server stderr", "line", "[line longer than 4096 bytes dropped]")
+		// Skip the rest of the long line, then carry on.
+		br := bufio.NewReader(r)
+		if _, err := br.ReadString('\n'); err != nil {
+			return
+		}
+		sc = bufio.NewScanner(br)
+		sc.Buffer(make([]byte, 0, 4096), maxStderrLine)
+	}
+}
+
+// supervise waits for p to exit and restarts the server until Close.
+func (s *Server) supervise(p *proc) {
+	defer close(s.stopped)
+	backoff := s.cfg.MinBackoff
+	for {
+		started := time.Now()
+		select {
+		case <-s.stop:
+			return
+		case <-p.exited:
+		}
+		s.mu.Lock()
+		if s.cur == p {
+			s.cur = nil
+		}
+		closed := s.closed
+		s.mu.Unlock()
+		if p.client != nil {
+			_ = p.client.Close()
+		}
+		if closed {
+			return
+		}
+		s.log.Warn("external server exited; restarting", "err", fmt.Sprint(p.err), "backoff", backoff)
+		if time.Since(started) > time.Minute {
+			backoff = s.cfg.MinBackoff
+		}
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, s.cfg.MaxBackoff)
+			np, tools, err := s.launch(context.Background())
+			if err != nil {
+				s.log.Error("external server restart failed", "err", err, "next_backoff", backoff)
+				continue
+			}
+			s.m.Restart(s.cfg.Name)
+			if !sameTools(s.tools, tools) {
+				s.log.Warn("external server lists different tools after a restart; the hub keeps the first list")
+			}
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				s.kill(np)
+				return
+			}
+			s.cur = np
+			s.mu.Unlock()
+			p = np
+			break
+		}
+	}
+}
+
+func sameTools(a, b []servers.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	names := map[string]bool{}
+	for _, t := range a {
+		names[t.Name] = true
+	}
+	for _, t := range b {
+		if !names[t.Name] {
+			return false
+		}
+	}
+	return true
+}
+
+// kill ends p: closes its stdin, waits a little, then kills its group.
+func (s *Server) kill(p *proc) {
+	if p.client != nil {
+		_ = p.client.Close()
+	}
+	_ = p.stdin.Close()
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(stopGrace):
+	}
+	killProcessGroup(p.cmd)
+	<-p.exited
+}
+
+// Name implements servers.Server.
+func (s *Server) Name() string { return s.cfg.Name }
+
+// Tools implements servers.Server: the tools listed at the first start.
+func (s *Server) Tools() []servers.Tool { return append([]servers.Tool(nil), s.tools...) }
+
+// Call implements servers.Server.
+func (s *Server) Call(ctx context.Context, tool string, args map[string]any) (servers.Result, error) {
+	s.mu.Lock()
+	p, closed := s.cur, s.closed
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return servers.Result{}, ErrClosed
+	case p == nil:
+		return servers.ToolError(fmt.Sprintf("%s is restarting after it stopped; try again shortly", s.cfg.Name)), nil
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	var res *mcp.CallToolResult
+	exited, err := s.withExit(ctx, p, func(ctx context.Context) error {
+		var err error
+		res, err = p.client.CallTool(ctx, req)
+		return err
+	})
+	switch {
+	case exited:
+		return servers.Result{}, fmt.Errorf("calling %s on external server %s: %w", tool, s.cfg.Name, err)
+	case err != nil && ctx.Err() != nil:
+		return servers.Result{}, fmt.Errorf("calling %s on external server %s: %w", tool, s.cfg.Name, ctx.Err())
+	case err != nil:
+		// A JSON-RPC error from the server: the agent may correct its call.
+		return servers.ToolError(fmt.Sprintf("%s refused the call: %s", s.cfg.Name, cut(err.Error(), maxErrorText))), nil
+	}
+	return convert(res), nil
+}
+
+// Close stops the server and its process.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	p := s.cur
+	s.cur = nil
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.stopped
+	if p != nil {
+		s.kill(p)
+	}
+	if err := os.RemoveAll(s.home); err != nil {
+		return fmt.Errorf("closing external server %s: removing its home: %w", s.cfg.Name, err)
+	}
+	return nil
+}
+
+// convert turns an MCP result into a servers.Result. Content other than
+// text and images is described, not passed on.
+func convert(r *mcp.CallToolResult) servers.Result {
+	out := servers.Result{IsError: r.IsError}
+	for _, c := range r.Content {
+		switch v := c.(type) {
+		case mcp.TextContent:
+			out.Content = append(out.Content, servers.Content{Type: "text", Text: v.Text})
+		case *mcp.TextContent:
+			out.Content = append(out.Content, servers.Content{Type: "text", Text: v.Text})
+		case mcp.ImageContent:
+			out.Content = append(out.Content, servers.Content{Type: "image", Data: v.Data, MIMEType: v.MIMEType})
+		case *mcp.ImageContent:
+			out.Content = append(out.Content, servers.Content{Type: "image", Data: v.Data, MIMEType: v.MIMEType})
+		default:
+			out.Content = append(out.Content, servers.Content{Type: "text", Text: fmt.Sprintf("[%T content left out by the gateway]", c)})
+		}
+	}
+	if len(out.Content) == 0 && r.StructuredContent != nil {
+		b, err := json.Marshal(r.StructuredContent)
+		if err != nil {
+			b = []byte("[structured content that could not be encoded]")
+		}
+		out.Content = append(out.Content, servers.Content{Type: "text", Text: string(b)})
+	}
+	return out
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
