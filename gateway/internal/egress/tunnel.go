@@ -151,19 +151,36 @@ func (c *replayConn) Close() error                { return nil }
 
 // relay copies both ways until both directions end. A direction ends at EOF
 // (the other side's write half is then closed) or at an error, which closes
-// both. A watchdog closes both when nothing moved either way for
+// both. A watchdog closes both when no data moved either way for
 // IdleTimeout, which also ends a write blocked on a peer that stopped
 // reading.
+//
+// On Linux, TCP to TCP, the copy is io.Copy (splice: the bytes stay in the
+// kernel) and the watchdog reads the last-data times from TCP_INFO;
+// elsewhere the copy runs in user space and notes activity per read/write.
 func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	c, t := rawConn(client), rawConn(target)
+	_, kc := kernelSinceData(c)
+	_, kt := kernelSinceData(t)
+	kernel := kc && kt
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
+	idleFor := func() time.Duration {
+		since := time.Since(time.Unix(0, last.Load()))
+		if kernel {
+			for _, conn := range []net.Conn{c, t} {
+				if d, ok := kernelSinceData(conn); ok && d < since {
+					since = d
+				}
+			}
+		}
+		return since
+	}
 	var idled atomic.Bool
 	idle := p.cfg.IdleTimeout
 	var watchdog *time.Timer
 	watchdog = time.AfterFunc(idle, func() {
-		since := time.Since(time.Unix(0, last.Load()))
-		if since < idle {
+		if since := idleFor(); since < idle {
 			watchdog.Reset(idle - since)
 			return
 		}
@@ -172,9 +189,13 @@ func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 		_ = t.Close()
 	})
 	defer watchdog.Stop()
+	copyFn := pipe
+	if kernel {
+		copyFn = splicePipe
+	}
 	errs := make(chan error, 2)
-	go func() { errs <- pipe(t, c, &st.up, &last) }()
-	go func() { errs <- pipe(c, t, &st.down, &last) }()
+	go func() { errs <- copyFn(t, c, &st.up, &last) }()
+	go func() { errs <- copyFn(c, t, &st.down, &last) }()
 	var first error
 	for i := 0; i < 2; i++ {
 		if err := <-errs; err != nil && first == nil {
@@ -189,7 +210,20 @@ func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	return first
 }
 
-// pipe copies src to dst, noting the activity after every read and write.
+// splicePipe copies src to dst with io.Copy (splice between TCP sockets).
+func splicePipe(dst, src net.Conn, n, last *atomic.Int64) error {
+	k, err := io.Copy(dst, src)
+	n.Add(k)
+	last.Store(time.Now().UnixNano())
+	if err != nil {
+		return err
+	}
+	closeWrite(dst)
+	return nil
+}
+
+// pipe copies src to dst in user space, noting the activity after every
+// read and write.
 func pipe(dst, src net.Conn, n, last *atomic.Int64) error {
 	bp := relayBufs.Get().(*[]byte)
 	defer relayBufs.Put(bp)
