@@ -77,7 +77,7 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 		if err := h.record(ctx, dec); err != nil {
 			return c.auditFailed(ctx, err)
 		}
-		return c.forward(ctx, ev.Transport, false)
+		return c.forward(ctx, ev, false)
 	case policy.Escalate:
 		return c.escalate(ctx, ev, dec, r.Notify)
 	default:
@@ -180,7 +180,7 @@ func (c *call) escalate(ctx context.Context, ev policy.Evaluation, dec *audit.To
 	}
 	notice.Status, notice.Reason = StatusApproved, final.Reason
 	notify(ctx, n, notice)
-	return c.forward(ctx, ev.Transport, true)
+	return c.forward(ctx, ev, true)
 }
 
 func decidedBy(res escalation.Result) string {
@@ -212,11 +212,20 @@ type served struct {
 	err error
 }
 
-// forward runs the call on its server with the call's identity in the
-// context and a timeout, caps the result and records the outcome.
-func (c *call) forward(ctx context.Context, args map[string]any, approved bool) servers.Result {
+// forward runs the call on its server with the transport arguments, the
+// call's identity and what the policy judged (the policy arguments and a
+// push plan, which the git server binds its network operations to) in the
+// context, under a timeout; it caps the result and records the outcome.
+func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool) servers.Result {
 	h := c.h
-	cctx := servers.WithCallInfo(ctx, servers.CallInfo{CallID: c.id, SessionID: c.sess.ID, Approved: approved})
+	args := ev.Transport
+	if args == nil {
+		args = map[string]any{}
+	}
+	cctx := servers.WithCallInfo(ctx, servers.CallInfo{
+		CallID: c.id, SessionID: c.sess.ID, Approved: approved,
+		PolicyArgs: ev.Policy, Push: ev.Push,
+	})
 	cctx, cancel := context.WithTimeout(cctx, h.cfg.CallTimeout)
 	defer cancel()
 	done := make(chan served, 1)

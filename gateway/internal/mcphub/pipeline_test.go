@@ -86,21 +86,27 @@ func TestPipeline(t *testing.T) {
 			name: "allowed call reaches the server with transport args and call info",
 			tool: "files__read",
 			setup: func(f *pipelineFixture) {
-				f.pol.evals["files__read"] = allow("allow-reads", canonical)
+				ev := allow("allow-reads", canonical)
+				ev.Policy = map[string]any{"path": "/sandbox/notes.txt", "remote": "https://github.com/acme/app"}
+				ev.Push = &policy.PushPlan{Remote: "origin"}
+				f.pol.evals["files__read"] = ev
 			},
 			wantText:  []string{"ok"},
 			wantCalls: 1,
 			wantTrail: []string{"decision:allow", "outcome:ok"},
 			check: func(t *testing.T, f *pipelineFixture) {
 				c := f.srv.calls[0]
-				if c.args["path"] != "/sandbox/notes.txt" {
+				if c.args["path"] != "/sandbox/notes.txt" || c.args["remote"] != nil {
 					t.Errorf("server got args %v, want the transport args", c.args)
+				}
+				if c.info.PolicyArgs["remote"] != "https://github.com/acme/app" || c.info.Push == nil || c.info.Push.Remote != "origin" {
+					t.Errorf("call info lacks what the policy judged: %+v", c.info)
 				}
 				d := f.sink.decisions()[0]
 				if c.info.CallID == "" || c.info.CallID != d.CallID || c.info.SessionID != "s1" {
 					t.Errorf("call info %+v does not match decision %+v", c.info, d)
 				}
-				if string(d.Args) != `{"path":"/sandbox/notes.txt"}` || d.Rule != "allow-reads" {
+				if string(d.Args) != `{"path":"/sandbox/notes.txt","remote":"https://github.com/acme/app"}` || d.Rule != "allow-reads" {
 					t.Errorf("decision record = %+v (args %s)", d, d.Args)
 				}
 			},
