@@ -252,10 +252,14 @@ func pipe(dst, src net.Conn, n, last *atomic.Int64) error {
 
 var relayBufs = sync.Pool{New: func() any { b := make([]byte, relayBuf); return &b }}
 
+// closeWrite passes an EOF on: it half-closes dst, or closes it when dst
+// cannot half-close (then the other direction ends too).
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
+		return
 	}
+	_ = c.Close()
 }
 
 // rawConn unwraps our connection wrappers (the relay reads the socket
