@@ -51,8 +51,9 @@ func newGenv(t testing.TB, mod func(*Config)) *genv {
 // rawGit runs the host's git for test setup, outside any hardening.
 func rawGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()
+	// Hooks are off: tests plant hooks that only the server must not run.
 	cmd := exec.Command("git", append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com",
-		"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
+		"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always", "-c", "core.hooksPath=/dev/null"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent")
 	out, err := cmd.CombinedOutput()
@@ -66,7 +67,7 @@ func rawGit(t testing.TB, dir string, args ...string) string {
 // repository in the middle of an operation).
 func rawGitMayFail(t testing.TB, dir string, args ...string) {
 	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com"}, args...)...)
+	cmd := exec.Command("git", append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "core.hooksPath=/dev/null"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent")
 	_ = cmd.Run()
