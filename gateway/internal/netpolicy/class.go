@@ -154,23 +154,34 @@ func Classify(a netip.Addr) Class {
 	if !globalUnicast.Contains(a) && c&^Invalid == 0 {
 		c |= Reserved
 	}
+	for _, e := range embeddedV4(a, c) {
+		if e.IsValid() {
+			c |= classifyV4(e)
+		}
+	}
+	return c
+}
+
+// embeddedV4 returns the IPv4 addresses embedded in a (of class c): the
+// mapped, compatible, translated or NAT64 (/96) address, the 6to4 address,
+// or Teredo's server and (de-obfuscated) client addresses.
+func embeddedV4(a netip.Addr, c Class) [2]netip.Addr {
 	b := a.As16()
 	switch {
 	case c&(IPv4Mapped|IPv4Compatible|IPv4Translated) != 0:
-		c |= classifyV4(v4At(b, 12))
+		return [2]netip.Addr{v4At(b, 12)}
 	case c&SixToFour != 0:
-		c |= classifyV4(v4At(b, 2))
+		return [2]netip.Addr{v4At(b, 2)}
 	case c&NAT64 != 0 && b[4] == 0 && b[5] == 0: // 64:ff9b::/96 (not the /48)
-		c |= classifyV4(v4At(b, 12))
+		return [2]netip.Addr{v4At(b, 12)}
 	case c&Teredo != 0:
-		c |= classifyV4(v4At(b, 4)) // server
 		client := v4At(b, 12).As4()
 		for i := range client {
 			client[i] ^= 0xff
 		}
-		c |= classifyV4(netip.AddrFrom4(client))
+		return [2]netip.Addr{v4At(b, 4), netip.AddrFrom4(client)}
 	}
-	return c
+	return [2]netip.Addr{}
 }
 
 func classifyV4(a netip.Addr) Class {
@@ -228,7 +239,11 @@ func (e *AddressError) Is(target error) bool {
 // AddressPolicy decides which resolved addresses may be dialed: every
 // address that is not Public is denied unless a prefix in UnsafeAllow
 // contains it. Prefixes match the address as it is: 127.0.0.0/8 does not
-// allow ::ffff:127.0.0.1. Invalid and zoned addresses are always denied.
+// allow ::ffff:127.0.0.1. An allowed IPv6 address that embeds IPv4
+// addresses (mapped, 6to4, NAT64, Teredo, ...) is allowed only if each
+// embedded address is allowed too, so that allowing a NAT64 prefix such as
+// 64:ff9b::/96 does not open 64:ff9b::169.254.169.254. Invalid and zoned
+// addresses are always denied.
 type AddressPolicy struct {
 	UnsafeAllow []netip.Prefix
 }
@@ -239,12 +254,27 @@ func (p AddressPolicy) Check(a netip.Addr) error {
 	if c == Public {
 		return nil
 	}
-	if c&Invalid == 0 {
-		for _, pr := range p.UnsafeAllow {
-			if pr.Contains(a) {
-				return nil
+	if c&Invalid == 0 && p.unsafeAllowed(a) {
+		allowed := true
+		if a.Is6() {
+			for _, e := range embeddedV4(a, c) {
+				if e.IsValid() && Classify(e) != Public && !p.unsafeAllowed(e) {
+					allowed = false
+				}
 			}
+		}
+		if allowed {
+			return nil
 		}
 	}
 	return &AddressError{Addr: a, Class: c}
+}
+
+func (p AddressPolicy) unsafeAllowed(a netip.Addr) bool {
+	for _, pr := range p.UnsafeAllow {
+		if pr.Contains(a) {
+			return true
+		}
+	}
+	return false
 }

@@ -90,6 +90,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestAddressPolicyCheck(t *testing.T) {
+	nat64Allowed := AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96")}}
 	loopbackAllowed := AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	tests := []struct {
 		name      string
@@ -106,6 +107,13 @@ func TestAddressPolicyCheck(t *testing.T) {
 		{name: "unsafe does not cover mapped", policy: loopbackAllowed, addr: "::ffff:127.0.0.1", wantClass: IPv4Mapped},
 		{name: "unsafe does not cover v6 loopback", policy: loopbackAllowed, addr: "::1", wantClass: Loopback},
 		{name: "unsafe does not cover metadata", policy: loopbackAllowed, addr: "169.254.169.254", wantClass: Metadata},
+		{name: "nat64 prefix allowed, public inside", policy: nat64Allowed, addr: "64:ff9b::808:808", wantClass: Public},
+		{name: "nat64 prefix allowed, metadata inside", policy: nat64Allowed, addr: "64:ff9b::a9fe:a9fe", wantClass: Metadata},
+		{name: "nat64 prefix allowed, loopback inside", policy: nat64Allowed, addr: "64:ff9b::7f00:1", wantClass: Loopback},
+		{name: "nat64 and loopback allowed", policy: AddressPolicy{UnsafeAllow: append(nat64Allowed.UnsafeAllow, netip.MustParsePrefix("127.0.0.0/8"))},
+			addr: "64:ff9b::7f00:1", wantClass: Public},
+		{name: "teredo allowed, loopback client", policy: AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("2001::/32")}},
+			addr: "2001:0:808:808::80ff:fffe", wantClass: Loopback},
 		{name: "zone never allowed", policy: AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("fe80::/10")}},
 			addr: "fe80::1%eth0", wantClass: Invalid},
 	}
