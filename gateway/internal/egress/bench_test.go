@@ -244,8 +244,8 @@ func BenchmarkConnectLatency(b *testing.B) {
 		name            string
 		direct, proxied dialFunc
 	}{
-		{"tcp", directDial(tcpPort), proxyDial(tpTCP, tcpPort)},
-		{"tls", withTLS(directDial(tlsPort), roots), withTLS(proxyDial(tpTLS, tlsPort), roots)},
+		{name: "tcp", direct: directDial(tcpPort), proxied: proxyDial(tpTCP, tcpPort)},
+		{name: "tls", direct: withTLS(directDial(tlsPort), roots), proxied: withTLS(proxyDial(tpTLS, tlsPort), roots)},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
