@@ -5,8 +5,9 @@
 //
 //	look up the annotation → policy.Evaluate (transport and policy args)
 //	→ write-ahead audit decision (a failure refuses the call)
-//	→ escalate: escalation id recorded first, the human's answer recorded
-//	  before anything runs
+//	→ escalate: the decision naming the escalation is durable before the
+//	  escalation exists; the human's answer is durable in the escalation's
+//	  own row (the Escalator's) before anything runs
 //	→ forward to the server (per-call timeout, CallInfo in the context)
 //	→ size-capped result → audit outcome, metrics.
 //

@@ -16,15 +16,6 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-// Rule names the hub records for decisions it makes itself.
-const (
-	RuleEscalationApproved = "escalation-approved"
-	RuleEscalationFailed   = "escalation-failed"
-	// An escalation a human (or the timeout) refused is recorded with rule
-	// "escalation-" + the escalation's status (denied, expired, cancelled).
-	ruleEscalationPrefix = "escalation-"
-)
-
 // CallRequest is one tool call as the agent made it.
 type CallRequest struct {
 	Session session.Session
@@ -113,14 +104,20 @@ func (c *call) auditFailed(ctx context.Context, err error) servers.Result {
 	return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "audit: "+err.Error(), 0, false)
 }
 
-// escalate records the escalation write-ahead, asks a human, records the
-// answer and runs the call only if it was approved and recorded.
+// escalate records the decision (escalate, with the escalation id the hub
+// chooses) write-ahead, then asks a human, and runs the call only if the
+// answer is an approval.
+//
+// Order: the decision row naming the escalation is durable before the
+// Escalator creates the escalation operators see. The human's answer is
+// recorded by the Escalator in the escalation's own row (the Postgres
+// escalator commits the decision before it wakes the waiting call), so it
+// is durable before the action runs; the outcome row then records what
+// happened. There is exactly one decision and one outcome per call id.
 func (c *call) escalate(ctx context.Context, ev policy.Evaluation, dec *audit.ToolCallDecision, n Notifier) servers.Result {
 	h := c.h
 	escID := h.newID()
 	dec.EscalationID = escID
-	// The escalation row (created by the Escalator) is what operators see;
-	// the decision naming it is durable first.
 	if err := h.record(ctx, dec); err != nil {
 		return c.auditFailed(ctx, err)
 	}
@@ -139,46 +136,30 @@ func (c *call) escalate(ctx context.Context, ev policy.Evaluation, dec *audit.To
 	if res.ID != "" && res.ID != escID {
 		h.log.Warn("escalator used its own escalation id", "call_id", c.id, "want", escID, "got", res.ID)
 		escID = res.ID
+		notice.EscalationID = escID
 	}
 
-	final := &audit.ToolCallDecision{
-		CallID: c.id, SessionID: c.sess.ID, Time: h.now(), Server: c.e.server, Tool: c.e.tool,
-		Args: c.args, EscalationID: escID, ShadowDecision: dec.ShadowDecision, ShadowRule: dec.ShadowRule,
-	}
 	approved := err == nil && res.Approved && (res.Status == "" || res.Status == StatusApproved)
 	switch {
 	case err != nil:
-		final.Decision, final.Rule = policy.Deny.String(), RuleEscalationFailed
-		final.Reason = "no human decision could be obtained"
-		final.Detail = err.Error()
-		h.recordAfter(ctx, final)
-		notice.Status, notice.Reason = StatusDenied, final.Reason
+		notice.Status, notice.Reason = StatusDenied, "no human decision could be obtained"
 		notify(ctx, n, notice)
 		msg := fmt.Sprintf("refused %s: it needs a human's approval and no decision could be obtained (escalation %s)", c.e.key, escID)
-		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "escalation: "+err.Error(), 0, false)
+		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "escalation "+escID+": "+err.Error(), 0, false)
 	case !approved:
 		status := res.Status
 		if status == "" || status == StatusApproved {
 			status = StatusDenied // approved=false with an approving status: deny
 		}
-		final.Decision, final.Rule = policy.Deny.String(), ruleEscalationPrefix+status
-		final.Reason = agentText(res.Reason, "")
-		final.Detail = decidedBy(res)
-		h.recordAfter(ctx, final)
-		notice.Status, notice.Reason = status, final.Reason
+		notice.Status, notice.Reason = status, agentText(res.Reason, "")
 		notify(ctx, n, notice)
-		return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(humanRefusal(c.e.key, escID, status, res.Reason)), "", 0, false)
+		detail := "escalation " + escID + " " + status
+		if by := decidedBy(res); by != "" {
+			detail += " (" + by + ")"
+		}
+		return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(humanRefusal(c.e.key, escID, status, res.Reason)), detail, 0, false)
 	}
-	final.Decision, final.Rule = policy.Allow.String(), RuleEscalationApproved
-	final.Reason = agentText(res.Reason, "approved by a human")
-	final.Detail = decidedBy(res)
-	// The human's answer is durable before the action runs.
-	if err := h.record(ctx, final); err != nil {
-		notice.Status, notice.Reason = StatusDenied, "the approval could not be recorded"
-		notify(ctx, n, notice)
-		return c.auditFailed(ctx, err)
-	}
-	notice.Status, notice.Reason = StatusApproved, final.Reason
+	notice.Status, notice.Reason = StatusApproved, agentText(res.Reason, "approved by a human")
 	notify(ctx, n, notice)
 	return c.forward(ctx, ev, true)
 }

@@ -156,21 +156,18 @@ func TestPipeline(t *testing.T) {
 			},
 			wantText:     []string{"ok"},
 			wantCalls:    1,
-			wantTrail:    []string{"decision:escalate", "decision:allow", "outcome:ok"},
+			wantTrail:    []string{"decision:escalate", "outcome:ok"},
 			wantNotices:  []string{"pending", "approved"},
 			wantApproved: true,
 			check: func(t *testing.T, f *pipelineFixture) {
 				if !f.esc.durable {
 					t.Error("the escalate decision was not durable when the escalation was created")
 				}
-				ds := f.sink.decisions()
-				if ds[0].EscalationID == "" || ds[0].EscalationID != ds[1].EscalationID || ds[0].CallID != ds[1].CallID {
-					t.Errorf("decisions do not share call and escalation ids: %+v %+v", ds[0], ds[1])
-				}
-				if ds[1].Rule != RuleEscalationApproved || ds[1].Detail != "decided by alice" {
-					t.Errorf("final decision = %+v", ds[1])
-				}
+				d := f.sink.decisions()[0]
 				req := f.esc.reqs[0]
+				if d.EscalationID == "" || d.EscalationID != req.ID || d.CallID != req.CallID || d.Rule != "escalate-deletes" {
+					t.Errorf("decision %+v does not name escalation %+v", d, req)
+				}
 				if req.Kind != "tool_call" || req.Server != "files" || req.Tool != "delete" || req.Rule != "escalate-deletes" || req.SessionID != "s1" {
 					t.Errorf("escalation request = %+v", req)
 				}
@@ -185,11 +182,11 @@ func TestPipeline(t *testing.T) {
 			},
 			wantError:   true,
 			wantText:    []string{"refused files__delete: it needed a human's approval and a human denied it: not today (escalation id-"},
-			wantTrail:   []string{"decision:escalate", "decision:deny", "outcome:denied"},
+			wantTrail:   []string{"decision:escalate", "outcome:denied"},
 			wantNotices: []string{"pending", "denied"},
 			check: func(t *testing.T, f *pipelineFixture) {
-				if d := f.sink.decisions()[1]; d.Rule != "escalation-denied" {
-					t.Errorf("final rule = %q", d.Rule)
+				if o := f.sink.outcomes()[0]; !strings.Contains(o.Error, "denied (decided by bob)") {
+					t.Errorf("outcome detail = %q", o.Error)
 				}
 			},
 		},
@@ -202,7 +199,7 @@ func TestPipeline(t *testing.T) {
 			},
 			wantError:   true,
 			wantText:    []string{"no one answered in time"},
-			wantTrail:   []string{"decision:escalate", "decision:deny", "outcome:denied"},
+			wantTrail:   []string{"decision:escalate", "outcome:denied"},
 			wantNotices: []string{"pending", "expired"},
 		},
 		{
@@ -215,7 +212,7 @@ func TestPipeline(t *testing.T) {
 			wantError:   true,
 			wantText:    []string{"no decision could be obtained"},
 			wantAbsent:  []string{"postgres"},
-			wantTrail:   []string{"decision:escalate", "decision:deny", "outcome:refused"},
+			wantTrail:   []string{"decision:escalate", "outcome:refused"},
 			wantNotices: []string{"pending", "denied"},
 		},
 		{
@@ -226,7 +223,7 @@ func TestPipeline(t *testing.T) {
 				f.esc.res = escalation.Result{Approved: true, Status: "expired"}
 			},
 			wantError:   true,
-			wantTrail:   []string{"decision:escalate", "decision:deny", "outcome:denied"},
+			wantTrail:   []string{"decision:escalate", "outcome:denied"},
 			wantNotices: []string{"pending", "expired"},
 		},
 		{
@@ -247,22 +244,6 @@ func TestPipeline(t *testing.T) {
 			},
 		},
 		{
-			name: "approval not durable: the call does not run",
-			tool: "files__delete",
-			setup: func(f *pipelineFixture) {
-				f.pol.evals["files__delete"] = escalate
-				f.esc.res = escalation.Result{Approved: true, Status: "approved"}
-				f.sink.failWhen = func(e audit.Event) bool {
-					d, ok := e.(*audit.ToolCallDecision)
-					return ok && d.Decision == "allow"
-				}
-			},
-			wantError:   true,
-			wantText:    []string{"could not record the call"},
-			wantTrail:   []string{"decision:escalate", "outcome:refused"},
-			wantNotices: []string{"pending", "denied"},
-		},
-		{
 			name:      "no approver configured: escalations are denied",
 			tool:      "files__delete",
 			denyEscal: true,
@@ -271,7 +252,7 @@ func TestPipeline(t *testing.T) {
 			},
 			wantError:   true,
 			wantText:    []string{"no approver is configured"},
-			wantTrail:   []string{"decision:escalate", "decision:deny", "outcome:denied"},
+			wantTrail:   []string{"decision:escalate", "outcome:denied"},
 			wantNotices: []string{"pending", "denied"},
 		},
 		{
