@@ -176,9 +176,10 @@ func annotateBatch(ctx context.Context, r *s.Runner, server string, batch []Tool
 		roles = append(roles, string(d.Role))
 		allowed[d.Role] = true
 	}
-	roleArray := s.MinItems(s.Array(s.Enum(roles...)), 1)
-	spec := s.AnyOf(roleArray, s.Object(map[string]*jsonschema.Schema{
-		"default": roleArray,
+	// A schema must be a tree: every use gets its own copy.
+	roleArray := func() *jsonschema.Schema { return s.MinItems(s.Array(s.Enum(roles...)), 1) }
+	spec := s.AnyOf(roleArray(), s.Object(map[string]*jsonschema.Schema{
+		"default": roleArray(),
 		"when": s.MinItems(s.Array(s.Object(map[string]*jsonschema.Schema{
 			"condition": s.Object(map[string]*jsonschema.Schema{
 				"arg":    s.String("another argument of the same tool"),
@@ -186,7 +187,7 @@ func annotateBatch(ctx context.Context, r *s.Runner, server string, batch []Tool
 				"in":     s.MinItems(s.Array(s.Scalar()), 1),
 				"is":     s.Enum("present", "absent", "truthy", "falsy"),
 			}, "arg"),
-			"roles": roleArray,
+			"roles": roleArray(),
 		}, "condition", "roles")), 1),
 	}, "default", "when"))
 	schema := s.Object(map[string]*jsonschema.Schema{

@@ -68,15 +68,14 @@ func outputSchema(server string, tools []string) *jsonschema.Schema {
 }
 
 func patchSchema(server string, tools, existing []string) *jsonschema.Schema {
-	rule := ruleSchema(server, tools)
+	// A schema must be a tree: every use gets its own copy.
 	ops := []*jsonschema.Schema{
-		s.Object(map[string]*jsonschema.Schema{"op": s.Const("add"), "afterRule": s.String("existing rule to insert after; omit to insert first"), "rule": rule}, "op", "rule"),
+		s.Object(map[string]*jsonschema.Schema{"op": s.Const("add"), "afterRule": s.String("existing rule to insert after; omit to insert first"), "rule": ruleSchema(server, tools)}, "op", "rule"),
 	}
 	if len(existing) > 0 {
-		names := s.Enum(existing...)
 		ops = append(ops,
-			s.Object(map[string]*jsonschema.Schema{"op": s.Const("update"), "ruleName": names, "rule": rule}, "op", "ruleName", "rule"),
-			s.Object(map[string]*jsonschema.Schema{"op": s.Const("delete"), "ruleName": names}, "op", "ruleName"),
+			s.Object(map[string]*jsonschema.Schema{"op": s.Const("update"), "ruleName": s.Enum(existing...), "rule": ruleSchema(server, tools)}, "op", "ruleName", "rule"),
+			s.Object(map[string]*jsonschema.Schema{"op": s.Const("delete"), "ruleName": s.Enum(existing...)}, "op", "ruleName"),
 		)
 	}
 	return s.Object(map[string]*jsonschema.Schema{

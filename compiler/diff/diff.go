@@ -208,14 +208,19 @@ func setDiff(a, b []string) []string {
 	return out
 }
 
+// Runner evaluates scenarios with an engine (verify.Verifier, or
+// scenarios.Evaluator for an engine used as is).
+type Runner interface {
+	Run(ctx context.Context, e *policy.Engine, list []scenarios.Scenario) []scenarios.Result
+}
+
 // Decisions evaluates every scenario under both engines and returns those
 // whose status or deciding rule differs.
-func Decisions(ctx context.Context, oldE, newE *policy.Engine, list []scenarios.Scenario) []DecisionChange {
+func Decisions(ctx context.Context, r Runner, oldE, newE *policy.Engine, list []scenarios.Scenario) []DecisionChange {
+	oldR, newR := r.Run(ctx, oldE, list), r.Run(ctx, newE, list)
 	var out []DecisionChange
-	for _, s := range list {
-		req := s.Request.PolicyRequest()
-		o := oldE.Evaluate(ctx, req).Decision
-		n := newE.Evaluate(ctx, req).Decision
+	for i, s := range list {
+		o, n := oldR[i].Decision, newR[i].Decision
 		if o.Status != n.Status || o.Rule != n.Rule {
 			out = append(out, DecisionChange{Scenario: s, Old: o, New: n})
 		}

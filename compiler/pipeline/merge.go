@@ -2,11 +2,11 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"ironcurtain.dev/compiler/artifact"
 	"ironcurtain.dev/compiler/scenarios"
+	"ironcurtain.dev/compiler/verify"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -14,7 +14,7 @@ import (
 // definitions (first server wins), collects every scenario and verifies the
 // merged artifacts after encoding and re-parsing them, exactly as the
 // gateway will load them.
-func merge(ctx context.Context, cfg Config, states []*serverState, reports []ServerReport, invariants, handwritten []scenarios.Scenario, lr *listResolver) (*Result, error) {
+func merge(ctx context.Context, cfg Config, v *verify.Verifier, states []*serverState, reports []ServerReport, invariants, handwritten []scenarios.Scenario, lr *listResolver) (*Result, error) {
 	now := artifact.Timestamp(cfg.Now())
 	pol := &policy.CompiledPolicy{
 		GeneratedAt:      now,
@@ -66,58 +66,15 @@ func merge(ctx context.Context, cfg Config, states []*serverState, reports []Ser
 	if len(pol.ListDefinitions) > 0 {
 		res.Lists = &policy.DynamicLists{GeneratedAt: now, Lists: resolved}
 	}
-	final, err := VerifyArtifacts(ctx, res.Policy, res.Lists, cfg.Annotations, cfg.Settings, all)
+	e, err := v.EngineFromArtifacts(res.Policy, res.Lists, cfg.Annotations)
 	if err != nil {
 		return nil, err
 	}
+	final := v.Run(ctx, e, all)
 	res.Final = final
 	res.Verified = verified && len(scenarios.Failures(final)) == 0
 	res.ListNotes = lr.notes()
 	return res, nil
-}
-
-// VerifyArtifacts encodes the artifacts, parses them back with the engine's
-// own parsers, builds the engine and runs every scenario.
-func VerifyArtifacts(ctx context.Context, pol *policy.CompiledPolicy, l *policy.DynamicLists, ann *policy.Annotations, s policy.Settings, list []scenarios.Scenario) ([]scenarios.Result, error) {
-	e, err := EngineFromArtifacts(pol, l, ann, s)
-	if err != nil {
-		return nil, err
-	}
-	return scenarios.Run(ctx, e, list), nil
-}
-
-// EngineFromArtifacts round-trips the artifacts through their file encoding
-// and builds the engine the gateway would build from those files.
-func EngineFromArtifacts(pol *policy.CompiledPolicy, l *policy.DynamicLists, ann *policy.Annotations, s policy.Settings) (*policy.Engine, error) {
-	b, err := artifact.Encode(pol)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", artifact.CompiledPolicyFile, err)
-	}
-	p2, err := policy.ParseCompiledPolicy(artifact.CompiledPolicyFile, b)
-	if err != nil {
-		return nil, fmt.Errorf("verifying merged policy: %w", err)
-	}
-	var l2 *policy.DynamicLists
-	if l != nil {
-		if b, err = artifact.Encode(l); err != nil {
-			return nil, fmt.Errorf("encoding %s: %w", artifact.DynamicListsFile, err)
-		}
-		if l2, err = policy.ParseDynamicLists(artifact.DynamicListsFile, b); err != nil {
-			return nil, fmt.Errorf("verifying merged lists: %w", err)
-		}
-	}
-	if b, err = artifact.Encode(ann); err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", artifact.AnnotationsFile, err)
-	}
-	a2, err := policy.ParseAnnotations(artifact.AnnotationsFile, b)
-	if err != nil {
-		return nil, fmt.Errorf("verifying annotations: %w", err)
-	}
-	e, err := policy.New(p2, a2, l2, s)
-	if err != nil {
-		return nil, fmt.Errorf("verifying merged policy: %w", err)
-	}
-	return e, nil
 }
 
 // Write writes the artifacts into dir in dependency order: dynamic lists

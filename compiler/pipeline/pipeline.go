@@ -21,6 +21,7 @@ import (
 	"ironcurtain.dev/compiler/scenarios"
 	"ironcurtain.dev/compiler/structured"
 	"ironcurtain.dev/compiler/toolset"
+	"ironcurtain.dev/compiler/verify"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -65,6 +66,8 @@ type Result struct {
 	// Verified is true when every server compiled and every scenario passes
 	// against the merged artifacts.
 	Verified bool
+	// VerifierNote explains a degraded verification set-up.
+	VerifierNote string
 	// ListNotes say how each dynamic list was resolved.
 	ListNotes []lists.Note
 	// Stats are the model calls and cache hits of the run.
@@ -125,6 +128,15 @@ func Run(ctx context.Context, r *structured.Runner, cfg Config) (*Result, error)
 	handwritten := scenarios.Merge(builtin, cfg.Handwritten...)
 	invariants := scenarios.Invariants(ts, cfg.Settings)
 
+	v, err := verify.NewVerifier(ctx, cfg.Settings)
+	if err != nil {
+		return nil, fmt.Errorf("compiling policy: %w", err)
+	}
+	defer v.Close()
+	if v.Note != "" {
+		cfg.Logger.Warn("verification", "note", v.Note)
+	}
+
 	lr := &listResolver{runner: r, existing: cfg.ExistingLists, now: cfg.Now, done: map[string]*listResult{}}
 	reports := make([]ServerReport, len(servers))
 	states := make([]*serverState, len(servers))
@@ -135,6 +147,7 @@ func Run(ctx context.Context, r *structured.Runner, cfg Config) (*Result, error)
 				name:        name,
 				cfg:         &cfg,
 				runner:      r,
+				verifier:    v,
 				lists:       lr,
 				tools:       ts.Server(name),
 				invariants:  forServer(invariants, name),
@@ -151,10 +164,11 @@ func Run(ctx context.Context, r *structured.Runner, cfg Config) (*Result, error)
 	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("compiling policy: %w", err)
 	}
-	res, err := merge(ctx, cfg, states, reports, invariants, handwritten, lr)
+	res, err := merge(ctx, cfg, v, states, reports, invariants, handwritten, lr)
 	if err != nil {
 		return nil, err
 	}
+	res.VerifierNote = v.Note
 	res.Stats = r.Stats()
 	return res, nil
 }

@@ -20,6 +20,7 @@ type serverState struct {
 	name        string
 	cfg         *Config
 	runner      *structured.Runner
+	verifier    *verify.Verifier
 	lists       *listResolver
 	tools       []toolset.Tool
 	invariants  []scenarios.Scenario
@@ -110,7 +111,7 @@ func (st *serverState) compile(ctx context.Context) error {
 // expectation is wrong.
 func (st *serverState) dropStructuralConflicts(ctx context.Context, e *policy.Engine, list []scenarios.Scenario) []scenarios.Scenario {
 	var keep []scenarios.Scenario
-	for _, r := range scenarios.Run(ctx, e, list) {
+	for _, r := range st.verifier.Run(ctx, e, list) {
 		if !r.Pass && r.Structural() {
 			st.dropped = append(st.dropped, fmt.Sprintf("%q: %s always gives %s", r.Scenario.Description, r.Decision.Rule, r.Decision.Status))
 			continue
@@ -143,7 +144,7 @@ func (st *serverState) engine() (*policy.Engine, error) {
 	if l == nil {
 		l = compile.EmptyLists(st.out.Lists)
 	}
-	e, err := policy.New(st.policyFile(), st.cfg.Annotations, l, st.cfg.Settings)
+	e, err := st.verifier.Engine(st.policyFile(), l, st.cfg.Annotations)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s rules into the engine: %w", st.name, err)
 	}
@@ -155,7 +156,7 @@ func (st *serverState) execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st.results = scenarios.Run(ctx, e, st.all())
+	st.results = st.verifier.Run(ctx, e, st.all())
 	return nil
 }
 
@@ -242,7 +243,7 @@ func (st *serverState) addProbes(ctx context.Context, judge *verify.Judge, probe
 	if len(added) == 0 {
 		return nil
 	}
-	probeResults := scenarios.Run(ctx, e, added)
+	probeResults := st.verifier.Run(ctx, e, added)
 	if len(scenarios.Failures(probeResults)) > 0 {
 		v, err := judge.Round(ctx, probeResults)
 		if err != nil {

@@ -18,12 +18,57 @@ type Result struct {
 
 // Run evaluates every scenario with e, the production evaluator.
 func Run(ctx context.Context, e *policy.Engine, list []Scenario) []Result {
+	return Evaluator{Engine: e}.Run(ctx, list)
+}
+
+// Evaluator runs scenarios with an engine whose sandbox (Actual) stands in
+// for the sandbox the scenarios are written against (Logical): string
+// arguments equal to Logical or under it are moved under Actual before
+// evaluation. Verification uses this to evaluate against a scratch git
+// repository while scenarios and artifacts keep the deployment's paths.
+type Evaluator struct {
+	Engine          *policy.Engine
+	Logical, Actual string
+}
+
+// Run evaluates every scenario.
+func (ev Evaluator) Run(ctx context.Context, list []Scenario) []Result {
 	out := make([]Result, len(list))
 	for i, s := range list {
-		ev := e.Evaluate(ctx, s.Request.PolicyRequest())
-		out[i] = Result{Scenario: s, Decision: ev.Decision, Pass: s.ExpectedDecision.Met(ev.Decision.Status)}
+		req := s.Request.PolicyRequest()
+		if ev.Logical != "" && ev.Actual != "" && ev.Logical != ev.Actual {
+			req.Args, _ = ev.translate(req.Args).(map[string]any)
+		}
+		d := ev.Engine.Evaluate(ctx, req).Decision
+		out[i] = Result{Scenario: s, Decision: d, Pass: s.ExpectedDecision.Met(d.Status)}
 	}
 	return out
+}
+
+func (ev Evaluator) translate(v any) any {
+	switch x := v.(type) {
+	case string:
+		if x == ev.Logical {
+			return ev.Actual
+		}
+		if rest, ok := strings.CutPrefix(x, strings.TrimSuffix(ev.Logical, "/")+"/"); ok {
+			return strings.TrimSuffix(ev.Actual, "/") + "/" + rest
+		}
+		return x
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = ev.translate(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = ev.translate(e)
+		}
+		return out
+	}
+	return v
 }
 
 // Failures returns the failing results.

@@ -115,7 +115,7 @@ func Generate[T any](ctx context.Context, r *Runner, req Request, check func(*T)
 	if cached, ok, err := r.Cache.Get(key); err != nil {
 		r.warn("reading cache", req.Step, err)
 	} else if ok {
-		v, verr := decode[T](cached, resolved, check)
+		v, verr := decode[T](cached, req.Schema, resolved, check)
 		if verr == nil {
 			r.hits.Add(1)
 			r.Log.Write(model.Entry{Time: r.Log.Now(), Step: req.Step, Model: r.ModelName, Cache: "hit", Key: key})
@@ -147,7 +147,7 @@ func Generate[T any](ctx context.Context, r *Runner, req Request, check func(*T)
 		raw, xerr := extractJSON(reply.Text)
 		var v T
 		if xerr == nil {
-			v, xerr = decode[T](raw, resolved, check)
+			v, xerr = decode[T](raw, req.Schema, resolved, check)
 		}
 		if xerr == nil {
 			if err := r.Cache.Put(key, raw); err != nil {
@@ -183,11 +183,16 @@ func keyFor(modelName, system string, msgs []compiler.Message, maxTokens int) (s
 }
 
 // decode validates raw against the schema, decodes it into T and runs check.
-func decode[T any](raw []byte, resolved *jsonschema.Resolved, check func(*T) error) (T, error) {
+func decode[T any](raw []byte, schema *jsonschema.Schema, resolved *jsonschema.Resolved, check func(*T) error) (T, error) {
 	var zero T
 	var generic any
 	if err := json.Unmarshal(raw, &generic); err != nil {
 		return zero, fmt.Errorf("the reply is not valid JSON: %w", err)
+	}
+	var probs []string
+	problems(schema, generic, "", &probs)
+	if len(probs) > 0 {
+		return zero, fmt.Errorf("the reply does not match the schema:\n%s", strings.Join(probs, "\n"))
 	}
 	if err := resolved.Validate(generic); err != nil {
 		return zero, fmt.Errorf("the reply does not match the schema: %w", err)

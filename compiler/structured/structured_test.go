@@ -3,6 +3,7 @@ package structured
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -269,6 +270,47 @@ func FuzzExtractJSON(f *testing.F) {
 			t.Fatalf("extracted %q from %q, not an object", raw, s)
 		}
 		// Whatever was extracted must decode (or fail) without panicking.
-		_, _ = decode[answer](raw, resolved, checkCount)
+		_, _ = decode[answer](raw, schema, resolved, checkCount)
 	})
+}
+
+func TestProblemsListsEveryViolation(t *testing.T) {
+	schema := Object(map[string]*jsonschema.Schema{
+		"rules": Array(Object(map[string]*jsonschema.Schema{
+			"name": Pattern("^fs-", ""),
+			"then": Enum("allow", "escalate"),
+			"tags": MinItems(Array(String("")), 1),
+		}, "name", "then")),
+		"kind": OneOf(
+			Object(map[string]*jsonschema.Schema{"k": Const("a")}, "k"),
+			Object(map[string]*jsonschema.Schema{"k": Const("b"), "x": Bool("")}, "k", "x"),
+		),
+	}, "rules")
+	var v any
+	if err := json.Unmarshal([]byte(`{"rules":[{"name":"x","then":"deny","tags":[],"extra":1},{"then":"allow"}],"kind":{"k":"b"},"other":true}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	problems(schema, v, "", &got)
+	want := []string{
+		`rules[0].name: "x" does not match ^fs-`,
+		`rules[0].then: "deny" is not one of ["allow","escalate"]`,
+		`rules[0].tags: has 0 items, want at least 1`,
+		`rules[0]: unknown property "extra"`,
+		`rules[1]: missing required property "name"`,
+		`kind: matches none of the allowed forms`,
+		`kind: missing required property "x"`,
+		`(root): unknown property "other"`,
+	}
+	joined := strings.Join(got, "\n")
+	for _, w := range want {
+		if !strings.Contains(joined, w) {
+			t.Errorf("problems lack %q:\n%s", w, joined)
+		}
+	}
+	var none []string
+	problems(schema, map[string]any{"rules": []any{}}, "", &none)
+	if len(none) != 0 {
+		t.Errorf("valid value reported: %v", none)
+	}
 }

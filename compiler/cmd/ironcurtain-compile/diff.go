@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"ironcurtain.dev/compiler/diff"
-	"ironcurtain.dev/compiler/pipeline"
 	"ironcurtain.dev/compiler/scenarios"
+	"ironcurtain.dev/compiler/verify"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -57,15 +57,20 @@ func runDiff(ctx context.Context, e env) int {
 		if err != nil {
 			return fail(e, "policy-diff", usageErr("--scenarios: %v", err))
 		}
-		oldE, err := pipeline.EngineFromArtifacts(oldPol, oldLists, oldAnn, settings)
+		v, err := verify.NewVerifier(ctx, settings)
+		if err != nil {
+			return fail(e, "policy-diff", err)
+		}
+		defer v.Close()
+		oldE, err := v.EngineFromArtifacts(oldPol, oldLists, oldAnn)
 		if err != nil {
 			return fail(e, "policy-diff", fmt.Errorf("loading OLD: %w", err))
 		}
-		newE, err := pipeline.EngineFromArtifacts(newPol, newLists, newAnn, settings)
+		newE, err := v.EngineFromArtifacts(newPol, newLists, newAnn)
 		if err != nil {
 			return fail(e, "policy-diff", fmt.Errorf("loading NEW: %w", err))
 		}
-		report.Decisions = diff.Decisions(ctx, oldE, newE, f.Scenarios)
+		report.Decisions = diff.Decisions(ctx, v, oldE, newE, f.Scenarios)
 		report.Scenarios = len(f.Scenarios)
 	}
 	if err := report.Write(e.stdout); err != nil {

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 
 	"ironcurtain.dev/compiler/artifact"
-	"ironcurtain.dev/compiler/pipeline"
 	"ironcurtain.dev/compiler/scenarios"
 	"ironcurtain.dev/compiler/toolset"
+	"ironcurtain.dev/compiler/verify"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -72,10 +72,19 @@ func runVerify(ctx context.Context, e env) int {
 	} else if *scenFile != "" {
 		return fail(e, "verify", usageErr("--scenarios: %s does not exist", sp))
 	}
-	results, err := pipeline.VerifyArtifacts(ctx, pol, lists, ann, settings, list)
+	v, err := verify.NewVerifier(ctx, settings)
 	if err != nil {
 		return fail(e, "verify", err)
 	}
+	defer v.Close()
+	if v.Note != "" {
+		fmt.Fprintf(e.stderr, "note: %s\n", v.Note)
+	}
+	engine, err := v.EngineFromArtifacts(pol, lists, ann)
+	if err != nil {
+		return fail(e, "verify", err)
+	}
+	results := v.Run(ctx, engine, list)
 	failing := scenarios.Failures(results)
 	for _, f := range failing {
 		fmt.Fprintf(e.stdout, "FAIL [%s] %s: expected %s, got %s (%s)\n", f.Scenario.Source, f.Scenario.Description, f.Scenario.ExpectedDecision, f.Decision.Status, f.Decision.Rule)
