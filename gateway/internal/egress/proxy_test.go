@@ -278,6 +278,8 @@ func TestProxyPlainHTTP(t *testing.T) {
 	}{
 		{name: "allowed", req: "GET " + target + " HTTP/1.1\r\nHost: example.com:" + strconv.Itoa(port) + "\r\nProxy-Authorization: " + basicAuth(tokenS1) + "\r\n\r\n",
 			wantStatus: 200, wantBody: "plain ok"},
+		{name: "post body", req: "POST " + target + " HTTP/1.1\r\nHost: example.com:" + strconv.Itoa(port) + "\r\nContent-Length: 11\r\nProxy-Authorization: " + basicAuth(tokenS1) + "\r\n\r\nhello world",
+			wantStatus: 200, wantBody: "plain ok"},
 		{name: "bearer token", req: "GET " + target + " HTTP/1.1\r\nHost: example.com:" + strconv.Itoa(port) + "\r\nProxy-Authorization: Bearer " + tokenS1 + "\r\n\r\n",
 			wantStatus: 200, wantBody: "plain ok"},
 		{name: "host header differs", req: "GET " + target + " HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: " + basicAuth(tokenS1) + "\r\n\r\n",
@@ -317,7 +319,7 @@ func TestProxyPlainHTTP(t *testing.T) {
 				t.Fatal("the proxy keeps the connection open after a plain HTTP response")
 			}
 			ev := tp.sink.wait(t, 1)
-			if ev.Kind != "http" || ev.Method != "GET" {
+			if ev.Kind != "http" || ev.Method != strings.Fields(tt.req)[0] {
 				t.Fatalf("event = %+v", ev)
 			}
 			if tt.wantStatus == 200 {
@@ -329,6 +331,9 @@ func TestProxyPlainHTTP(t *testing.T) {
 				}
 				if ev.Decision != "allow" || ev.ResolvedIP != "127.0.0.1" || ev.BytesDown == 0 || ev.Host != "example.com" {
 					t.Fatalf("event = %+v", ev)
+				}
+				if ev.Method == "POST" && ev.BytesUp != 11 {
+					t.Fatalf("bytes up %d; want 11", ev.BytesUp)
 				}
 				return
 			}
