@@ -42,6 +42,9 @@ type EgressConfig struct {
 	EscalateUnknownHosts bool `yaml:"escalate_unknown_hosts"`
 	// MaxTunnelsPerSession caps a session's concurrent tunnels and requests.
 	MaxTunnelsPerSession int `yaml:"max_tunnels_per_session"`
+	// MaxConnections caps the proxy's client connections, all sessions
+	// together.
+	MaxConnections int `yaml:"max_connections"`
 	// ConnectTimeout bounds DNS plus TCP connect to the target.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// IdleTimeout closes a tunnel with no traffic either way.
@@ -89,6 +92,9 @@ func (e *EgressConfig) Validate() error {
 	}
 	if e.MaxTunnelsPerSession < 0 {
 		errs = append(errs, Errorf("max_tunnels_per_session", "must not be negative"))
+	}
+	if e.MaxConnections < 0 {
+		errs = append(errs, Errorf("max_connections", "must not be negative"))
 	}
 	if e.MaxHeaderBytes < 0 || e.MaxHeaderBytes > 1<<20 {
 		errs = append(errs, Errorf("max_header_bytes", "must be between 0 (default) and 1048576"))

@@ -61,6 +61,7 @@ func TestEgressSectionErrors(t *testing.T) {
 		{name: "negative timeout", yaml: "egress:\n  idle_timeout: -1s\n", want: "egress.idle_timeout"},
 		{name: "bad duration", yaml: "egress:\n  idle_timeout: forever\n", want: "gateway.yaml"},
 		{name: "unknown key", yaml: "egress:\n  allowed_host: [\"a.com\"]\n", want: "egress.allowed_host"},
+		{name: "negative max connections", yaml: "egress:\n  max_connections: -1\n", want: "egress.max_connections"},
 		{name: "header size", yaml: "egress:\n  max_header_bytes: 99999999\n", want: "egress.max_header_bytes"},
 		{name: "listen", yaml: "egress:\n  listen: \"3128\"\n", want: "egress.listen"},
 	}

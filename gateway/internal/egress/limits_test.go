@@ -467,3 +467,43 @@ func TestNewProxyValidates(t *testing.T) {
 		})
 	}
 }
+
+// MaxConnections caps client connections across sessions: further clients
+// wait until a connection closes.
+func TestProxyMaxConnections(t *testing.T) {
+	port := echoUpstream(t)
+	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
+		noSNI(c)
+		c.MaxConnections = 2
+		c.ReadHeaderTimeout = 10 * time.Second
+	}))
+	var held []net.Conn
+	for i := 0; i < 2; i++ {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	time.Sleep(100 * time.Millisecond) // let the proxy accept both
+	third, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	target := hostPort("example.com", port)
+	if _, err := io.WriteString(third, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\nProxy-Authorization: "+basicAuth(tokenS1)+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, _ := third.Read(make([]byte, 1)); n != 0 {
+		t.Fatal("a third connection was served while two were open")
+	}
+	held[0].Close()
+	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 12)
+	if _, err := io.ReadFull(third, buf); err != nil || string(buf) != "HTTP/1.1 200" {
+		t.Fatalf("after a slot freed: %q, %v", buf, err)
+	}
+}

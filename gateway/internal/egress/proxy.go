@@ -15,6 +15,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
@@ -30,6 +31,7 @@ const (
 	DefaultReadHeaderTimeout    = 10 * time.Second
 	DefaultMaxHeaderBytes       = 32 << 10
 	DefaultDrainTimeout         = 30 * time.Second
+	DefaultMaxConnections       = 1024
 )
 
 // DefaultAllowedPorts are the destination ports allowed when
@@ -63,6 +65,9 @@ type ProxyConfig struct {
 	ReadHeaderTimeout time.Duration
 	// MaxHeaderBytes bounds a request head.
 	MaxHeaderBytes int
+	// MaxConnections caps the client connections open at once, all
+	// sessions together (more wait in the listen backlog).
+	MaxConnections int
 	// DrainTimeout bounds how long Serve waits for open tunnels on shutdown
 	// before it closes them.
 	DrainTimeout time.Duration
@@ -128,11 +133,12 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 	setDefault(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	setDefault(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
+	setDefault(&c.MaxConnections, DefaultMaxConnections)
 	if len(c.AllowedPorts) == 0 {
 		c.AllowedPorts = DefaultAllowedPorts
 	}
 	if c.MaxTunnelsPerSession < 0 || c.ConnectTimeout < 0 || c.IdleTimeout < 0 || c.ReadHeaderTimeout < 0 ||
-		c.MaxHeaderBytes < 0 || c.DrainTimeout < 0 {
+		c.MaxHeaderBytes < 0 || c.DrainTimeout < 0 || c.MaxConnections < 0 {
 		return nil, errors.New("creating egress proxy: negative limit")
 	}
 	ports := make(map[int]bool, len(c.AllowedPorts))
@@ -219,7 +225,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		ConnContext:       headConnContext,
 	}
-	hl := &headListener{Listener: ln, limit: p.cfg.MaxHeaderBytes + 4096}
+	hl := &headListener{Listener: netutil.LimitListener(ln, p.cfg.MaxConnections), limit: p.cfg.MaxHeaderBytes + 4096}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hl) }()
 	select {

@@ -29,6 +29,7 @@ func ProxyConfigFrom(c *config.EgressConfig) (ProxyConfig, error) {
 		ReadHeaderTimeout:    c.ReadHeaderTimeout,
 		MaxHeaderBytes:       c.MaxHeaderBytes,
 		DrainTimeout:         c.DrainTimeout,
+		MaxConnections:       c.MaxConnections,
 		UnsafeSkipSNICheck:   c.UnsafeSkipSNICheck,
 	}, nil
 }
