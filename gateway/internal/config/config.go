@@ -63,6 +63,13 @@ type Config struct {
 	Escalation EscalationConfig `yaml:"escalation"`
 	// Ops is the operator API (ops.go).
 	Ops OpsConfig `yaml:"ops"`
+	// MCP tunes the agent's MCP endpoint and call pipeline (mcp.go).
+	MCP MCPConfig `yaml:"mcp"`
+	// GitHub configures the built-in github server (github.go).
+	GitHub GitHubConfig `yaml:"github"`
+	// Fetch tunes the built-in fetch server (fetch.go); its allowlist is
+	// servers.fetch.allowed_domains.
+	Fetch FetchConfig `yaml:"fetch"`
 
 	// file is the path the configuration was loaded from.
 	file string
@@ -74,6 +81,11 @@ type ServerConfig struct {
 	// AllowedDomains are the domains the server's URL arguments may name
 	// without a human approving: "host", "*.suffix", "*", "host/owner/repo".
 	AllowedDomains []string `yaml:"allowed_domains"`
+	// Command, Args and Env launch an external stdio MCP server under this
+	// name (servers.go); built-in servers leave them empty.
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
 }
 
 // Validator is implemented by section types that check themselves. Errors
@@ -354,6 +366,9 @@ func (c *Config) validate(name string) error {
 			if err := policy.ValidateDomainPattern(d); err != nil {
 				add(fmt.Sprintf("%s.allowed_domains[%d]", field, i), err)
 			}
+		}
+		for _, fe := range c.Servers[name].launchErrors(name) {
+			add(subField(field, fe.Field), fe.Err)
 		}
 	}
 	errs = append(errs, c.validateSections(name)...)

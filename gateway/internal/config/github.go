@@ -1,0 +1,54 @@
+package config
+
+import (
+	"net/url"
+	"path/filepath"
+	"time"
+)
+
+// Default of GitHubConfig.TokenEnv.
+const DefaultGitHubTokenEnv = "GITHUB_TOKEN"
+
+// GitHubConfig is the github section of gateway.yaml: the built-in github
+// server's API and credentials. The token itself never appears here.
+//
+//	github:
+//	  api_url: https://api.github.com/   # GitHub Enterprise: https://host/api/v3/
+//	  token_env: GITHUB_TOKEN            # variable holding the gateway's token
+//	  token_file: ""                     # or: an absolute path to a secret file
+//	  timeout: 30s
+type GitHubConfig struct {
+	APIURL    string        `yaml:"api_url"`
+	TokenEnv  string        `yaml:"token_env"`
+	TokenFile string        `yaml:"token_file"`
+	Timeout   time.Duration `yaml:"timeout"`
+}
+
+// TokenVariable returns the environment variable the token is read from.
+func (g GitHubConfig) TokenVariable() string {
+	if g.TokenEnv == "" {
+		return DefaultGitHubTokenEnv
+	}
+	return g.TokenEnv
+}
+
+// Validate implements Validator.
+func (g *GitHubConfig) Validate() error {
+	var errs []error
+	if g.APIURL != "" {
+		u, err := url.Parse(g.APIURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			errs = append(errs, Errorf("api_url", "must be an absolute http(s) URL without credentials"))
+		}
+	}
+	if g.TokenEnv != "" && !envNameRE.MatchString(g.TokenEnv) {
+		errs = append(errs, Errorf("token_env", "is not a valid environment variable name"))
+	}
+	if g.TokenFile != "" && !filepath.IsAbs(g.TokenFile) {
+		errs = append(errs, Errorf("token_file", "must be an absolute path"))
+	}
+	if g.Timeout < 0 || g.Timeout > 10*time.Minute {
+		errs = append(errs, Errorf("timeout", "must be between 1s and 10m (0: default 30s)"))
+	}
+	return joinErrs(errs)
+}

@@ -1,0 +1,149 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHubSections(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr []string
+		check   func(t *testing.T, c *Config)
+	}{
+		{
+			name: "external server and sections",
+			yaml: `
+servers:
+  notes:
+    command: /usr/local/bin/notes-mcp
+    args: ["--stdio"]
+    env:
+      NOTES_DIR: /srv/notes
+      NOTES_TOKEN: ${NOTES_TOKEN}
+    allowed_domains: [notes.example.com]
+  fetch:
+    allowed_domains: [docs.example.com]
+mcp:
+  max_result_bytes: 65536
+  call_timeout: 30s
+github:
+  api_url: https://github.example.com/api/v3/
+  token_file: /run/secrets/github_token
+fetch:
+  max_redirects: 3
+  allowed_ports: [443]
+`,
+			check: func(t *testing.T, c *Config) {
+				if got := c.ExternalServers(); len(got) != 1 || got[0] != "notes" {
+					t.Fatalf("external servers = %v", got)
+				}
+				if c.MCP.MaxResultBytes != 65536 || c.MCP.CallTimeout != 30*time.Second {
+					t.Fatalf("mcp = %+v", c.MCP)
+				}
+				if c.GitHub.TokenVariable() != "GITHUB_TOKEN" || c.GitHub.TokenFile != "/run/secrets/github_token" {
+					t.Fatalf("github = %+v", c.GitHub)
+				}
+				if c.Fetch.MaxRedirects != 3 || len(c.Fetch.AllowedPorts) != 1 {
+					t.Fatalf("fetch = %+v", c.Fetch)
+				}
+				env, err := c.Servers["notes"].LaunchEnv("notes", func(k string) string {
+					if k == "NOTES_TOKEN" {
+						return "tok"
+					}
+					return ""
+				})
+				if err != nil || env["NOTES_TOKEN"] != "tok" || env["NOTES_DIR"] != "/srv/notes" {
+					t.Fatalf("env = %v, %v", env, err)
+				}
+			},
+		},
+		{
+			name:    "built-in name with a command",
+			yaml:    "servers:\n  git:\n    command: /bin/git-mcp\n",
+			wantErr: []string{`gateway.yaml: servers.git.command: "git" is a built-in server`},
+		},
+		{
+			name:    "args without command",
+			yaml:    "servers:\n  notes:\n    args: [x]\n",
+			wantErr: []string{"servers.notes.args: is set but command is not"},
+		},
+		{
+			name:    "env without command",
+			yaml:    "servers:\n  notes:\n    env: {A: b}\n",
+			wantErr: []string{"servers.notes.env: is set but command is not"},
+		},
+		{
+			name:    "upper-case external name",
+			yaml:    "servers:\n  Notes:\n    command: /bin/x\n",
+			wantErr: []string{"servers.Notes: an external server name"},
+		},
+		{
+			name:    "bad env name",
+			yaml:    "servers:\n  notes:\n    command: /bin/x\n    env: {\"BAD-NAME\": x}\n",
+			wantErr: []string{"servers.notes.env.BAD-NAME: is not a valid environment variable name"},
+		},
+		{
+			name:    "partial env reference",
+			yaml:    "servers:\n  notes:\n    command: /bin/x\n    env: {TOKEN: \"Bearer ${T}\"}\n",
+			wantErr: []string{"servers.notes.env.TOKEN: a reference to the gateway's environment is the whole value"},
+		},
+		{
+			name:    "unknown key in a server",
+			yaml:    "servers:\n  notes:\n    command: /bin/x\n    cwd: /tmp\n",
+			wantErr: []string{"servers.notes.cwd: unknown key"},
+		},
+		{
+			name:    "mcp limits",
+			yaml:    "mcp:\n  max_result_bytes: -1\n  call_timeout: 10ms\n  progress_every: 1ms\n",
+			wantErr: []string{"mcp.max_result_bytes", "mcp.call_timeout: must be at least 1s", "mcp.progress_every"},
+		},
+		{
+			name:    "github settings",
+			yaml:    "github:\n  api_url: ftp://x\n  token_env: \"1X\"\n  token_file: secrets/token\n",
+			wantErr: []string{"github.api_url", "github.token_env", "github.token_file: must be an absolute path"},
+		},
+		{
+			name:    "github credentials in the url",
+			yaml:    "github:\n  api_url: https://user:pw@api.github.com/\n",
+			wantErr: []string{"github.api_url: must be an absolute http(s) URL without credentials"},
+		},
+		{
+			name:    "fetch limits",
+			yaml:    "fetch:\n  max_redirects: 50\n  allowed_ports: [443, 70000]\n",
+			wantErr: []string{"fetch.max_redirects", "fetch.allowed_ports[1]: port 70000"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatal("Parse accepted the file")
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestLaunchEnvMissingSecret(t *testing.T) {
+	s := ServerConfig{Command: "/bin/x", Env: map[string]string{"TOKEN": "${NOTES_TOKEN}"}}
+	_, err := s.LaunchEnv("notes", func(string) string { return "" })
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "servers.notes.env.TOKEN" || !strings.Contains(err.Error(), "$NOTES_TOKEN") {
+		t.Fatalf("err = %v", err)
+	}
+}

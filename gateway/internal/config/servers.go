@@ -1,0 +1,117 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Built-in server names: they are served in-process and take no launch
+// settings.
+var builtinServers = map[string]bool{"filesystem": true, "git": true, "github": true, "fetch": true}
+
+var (
+	externalNameRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]|_[a-z0-9-])*$`)
+	envNameRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envRefRE       = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+)
+
+// External reports whether the server is an external stdio MCP server (it
+// has a command).
+func (s ServerConfig) External() bool { return s.Command != "" }
+
+// ExternalServers returns the names of the configured external servers,
+// sorted.
+func (c *Config) ExternalServers() []string {
+	var out []string
+	for name, s := range c.Servers {
+		if s.External() {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// launchErrors checks the launch settings of server name (fields relative
+// to servers.<name>).
+//
+//	servers:
+//	  notes:
+//	    command: /usr/local/bin/notes-mcp
+//	    args: ["--stdio"]
+//	    env:
+//	      NOTES_DIR: /srv/notes
+//	      NOTES_TOKEN: ${NOTES_TOKEN}   # taken from the gateway's environment
+//	    allowed_domains: [notes.example.com]
+func (s ServerConfig) launchErrors(name string) []*FieldError {
+	var errs []*FieldError
+	add := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	if s.Command == "" {
+		if len(s.Args) > 0 {
+			add("args", errors.New("is set but command is not (only external servers take args)"))
+		}
+		if len(s.Env) > 0 {
+			add("env", errors.New("is set but command is not (only external servers take env)"))
+		}
+		return errs
+	}
+	if builtinServers[name] {
+		add("command", fmt.Errorf("%q is a built-in server; give the external server another name", name))
+	}
+	if !externalNameRE.MatchString(name) || strings.Contains(name, "__") {
+		add("", errors.New("an external server name uses lower-case letters, digits, '-' and single '_' (it prefixes the tool names as name__tool)"))
+	}
+	if strings.ContainsAny(s.Command, "\x00\n\r") || strings.TrimSpace(s.Command) != s.Command {
+		add("command", errors.New("must not contain control characters or surrounding spaces"))
+	}
+	for i, a := range s.Args {
+		if strings.ContainsRune(a, 0) {
+			add(fmt.Sprintf("args[%d]", i), errors.New("must not contain a NUL byte"))
+		}
+	}
+	for _, k := range sortedKeys(s.Env) {
+		v := s.Env[k]
+		field := "env." + k
+		if !envNameRE.MatchString(k) {
+			add(field, errors.New("is not a valid environment variable name"))
+		}
+		if strings.ContainsRune(v, 0) {
+			add(field, errors.New("must not contain a NUL byte"))
+		}
+		if strings.Contains(v, "${") && !envRefRE.MatchString(v) {
+			add(field, errors.New(`a reference to the gateway's environment is the whole value, written ${NAME}`))
+		}
+	}
+	return errs
+}
+
+// LaunchEnv returns the variables to give the external server: literal
+// values as written, and ${NAME} values read from the gateway's environment
+// through getenv. A reference to an unset variable is an error naming the
+// field, so a missing secret stops the gateway at start-up.
+func (s ServerConfig) LaunchEnv(name string, getenv func(string) string) (map[string]string, error) {
+	out := make(map[string]string, len(s.Env))
+	for _, k := range sortedKeys(s.Env) {
+		v := s.Env[k]
+		if m := envRefRE.FindStringSubmatch(v); m != nil {
+			ref := getenv(m[1])
+			if ref == "" {
+				return nil, &FieldError{Field: "servers." + name + ".env." + k, Err: fmt.Errorf("refers to $%s, which is not set in the gateway's environment", m[1])}
+			}
+			v = ref
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// subField appends sub to field ("" : field itself).
+func subField(field, sub string) string {
+	if sub == "" {
+		return field
+	}
+	return field + "." + sub
+}
