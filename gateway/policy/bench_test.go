@@ -47,11 +47,14 @@ func runBench(b *testing.B, e *Engine, cfs *countFS, r Request, want Status) {
 	cfs.n.Store(0)
 	e.resolver.stats.Store(0)
 	b.ReportAllocs()
+	cpu := processCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		e.Evaluate(ctx, r)
 	}
 	b.StopTimer()
+	// CPU time of this process (git children excluded) per evaluation.
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	// Path canonicalisation calls plus the resolver cache's lstats.
 	b.ReportMetric(float64(cfs.n.Load()+e.resolver.stats.Load())/float64(b.N), "fscalls/op")
 }
