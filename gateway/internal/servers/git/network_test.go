@@ -129,6 +129,48 @@ func (e *httpsEnv) assertTokenNowhere(t *testing.T, results ...string) {
 	}
 }
 
+// watchProcesses scans every process's command line and environment in
+// /proc until stopped (a process listing taken continuously while the
+// network operations run) and reports whether the token appeared.
+func watchProcesses(t *testing.T, token string) (stop func() (seen bool, scans int)) {
+	t.Helper()
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Log("no /proc: process scan skipped")
+		return func() (bool, int) { return false, 0 }
+	}
+	done := make(chan struct{})
+	var mu sync.Mutex
+	seen, scans := false, 0
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			procs, _ := filepath.Glob("/proc/[0-9]*")
+			for _, p := range procs {
+				for _, f := range []string{"cmdline", "environ"} {
+					if b, err := os.ReadFile(filepath.Join(p, f)); err == nil && bytes.Contains(b, []byte(token)) {
+						mu.Lock()
+						seen = true
+						mu.Unlock()
+					}
+				}
+			}
+			mu.Lock()
+			scans++
+			mu.Unlock()
+		}
+	}()
+	return func() (bool, int) {
+		close(done)
+		mu.Lock()
+		defer mu.Unlock()
+		return seen, scans
+	}
+}
+
 // approvedPush computes the plan the policy engine would hand the hub for
 // this push (the engine runs the same PushChecker).
 func (e *httpsEnv) approvedPush(t *testing.T, args map[string]any) servers.CallInfo {
@@ -159,7 +201,13 @@ func TestPushOverHTTPS(t *testing.T) {
 	rawGit(t, e.repo, "add", "f.txt")
 	rawGit(t, e.repo, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "feature")
 	args := map[string]any{"path": e.repo, "branch": "feature", "set_upstream": true}
+	stopWatch := watchProcesses(t, e.token)
 	out := mustOK(t, e.callInfo(e.approvedPush(t, args), "push", args))
+	if seen, scans := stopWatch(); seen {
+		t.Fatal("the token appeared in a process's command line or environment")
+	} else {
+		t.Logf("%d process listings taken during the push", scans)
+	}
 	if !strings.Contains(out, "refs/heads/feature:refs/heads/feature") {
 		t.Fatalf("report: %s", out)
 	}
