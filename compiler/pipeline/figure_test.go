@@ -1,0 +1,114 @@
+package pipeline
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"ironcurtain.dev/compiler/internal/fakemodel"
+	"ironcurtain.dev/compiler/internal/testenv"
+	"ironcurtain.dev/compiler/toolset"
+	"ironcurtain.dev/gateway/policy"
+)
+
+// figureLatency is the simulated model latency of TestConcurrencyFigure:
+// IRONCURTAIN_FIGURE_LATENCY (a Go duration, "2s" for the reported figure),
+// else 200ms so that CI runs it in seconds.
+func figureLatency(t *testing.T) time.Duration {
+	v := os.Getenv("IRONCURTAIN_FIGURE_LATENCY")
+	if v == "" {
+		return 200 * time.Millisecond
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("IRONCURTAIN_FIGURE_LATENCY: %v", err)
+	}
+	return d
+}
+
+type figureInput struct {
+	name         string
+	constitution string
+	annotations  string // path relative to the repository root
+}
+
+// figureInputs are the shipped constitution with the shipped annotations,
+// and the same constitution with the original IronCurtain's five-server
+// annotations (213 tools, kept as test data by the policy package), the
+// workload the original needs 16+ minutes for sequentially.
+func figureInputs() []figureInput {
+	return []figureInput{
+		{name: "shipped", constitution: "compiler/constitution/base.md", annotations: "gateway/policies/base/tool-annotations.json"},
+		{name: "original-five-servers", constitution: "compiler/constitution/base.md", annotations: "gateway/policy/testdata/original/generated/tool-annotations.json"},
+	}
+}
+
+// TestConcurrencyFigure is the concurrency figure: a full compile against
+// the fake model with a simulated latency, at concurrency 1 and 8. It
+// checks that concurrency pays off and logs the wall times:
+//
+//	IRONCURTAIN_FIGURE_LATENCY=2s go test ./pipeline -run TestConcurrencyFigure -v
+func TestConcurrencyFigure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing figure")
+	}
+	latency := figureLatency(t)
+	root := filepath.Join(testenv.Dir(), "..", "..")
+	for _, in := range figureInputs() {
+		t.Run(in.name, func(t *testing.T) {
+			cb, err := os.ReadFile(filepath.Join(root, in.constitution))
+			if err != nil {
+				t.Skipf("no %s yet: %v", in.constitution, err)
+			}
+			path := filepath.Join(root, in.annotations)
+			ab, err := os.ReadFile(path)
+			if err != nil {
+				t.Skipf("no %s yet: %v", in.annotations, err)
+			}
+			ann, err := policy.ParseAnnotations(path, ab)
+			if err != nil {
+				t.Fatal(err)
+			}
+			figure(t, latency, string(cb), ann, in)
+		})
+	}
+}
+
+func figure(t *testing.T, latency time.Duration, constitution string, ann *policy.Annotations, in figureInput) {
+	ts := toolset.NewTools(ann)
+	times := map[int]time.Duration{}
+	calls := map[int]int{}
+	for _, conc := range []int{1, 8} {
+		srv := fakemodel.New(testenv.Synth(ts), fakemodel.WithLatency(latency))
+		r := testenv.Runner(t, srv, testenv.RunnerOptions{Concurrency: conc})
+		start := time.Now()
+		res, err := Run(context.Background(), r, Config{Constitution: constitution, Annotations: ann, Settings: testenv.Settings(), Now: testenv.Now})
+		times[conc] = time.Since(start)
+		calls[conc] = srv.Calls()
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Servers {
+			if s.Err != nil {
+				t.Errorf("%s: %v", s.Server, s.Err)
+			}
+		}
+		if !res.Verified {
+			report(t, res)
+			t.Fatalf("concurrency %d: not verified", conc)
+		}
+	}
+	if calls[1] != calls[8] {
+		t.Errorf("model calls differ: %d sequential, %d concurrent", calls[1], calls[8])
+	}
+	speedup := float64(times[1]) / float64(times[8])
+	t.Logf("figure %s: %s + %s: %d servers, %d tools, %d model calls, latency %v: concurrency 1: %v, concurrency 8: %v (%.1fx)",
+		in.name, in.constitution, in.annotations, len(ts.Servers()), len(ts), calls[1], latency,
+		times[1].Round(10*time.Millisecond), times[8].Round(10*time.Millisecond), speedup)
+	if speedup < 2 {
+		t.Errorf("concurrency 8 is only %.1fx faster than 1; want at least 2x", speedup)
+	}
+}
