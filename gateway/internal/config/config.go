@@ -63,6 +63,8 @@ type Config struct {
 	Escalation EscalationConfig `yaml:"escalation"`
 	// Ops is the operator API (ops.go).
 	Ops OpsConfig `yaml:"ops"`
+	// Relay is the model relay on the agent port (relay.go).
+	Relay RelayConfig `yaml:"relay"`
 	// MCP tunes the agent's MCP endpoint and call pipeline (mcp.go).
 	MCP MCPConfig `yaml:"mcp"`
 	// GitHub configures the built-in github server (github.go).

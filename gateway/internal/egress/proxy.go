@@ -109,9 +109,9 @@ type Proxy struct {
 	ports     map[int]bool
 
 	auditDown atomic.Bool // the last audit write failed: refuse new egress
-	draining  atomic.Bool
 
 	mu       sync.Mutex
+	draining bool                               // set once by Serve; after it no request joins inflight
 	perSess  map[string]int                     // open tunnels/requests per session
 	approved map[approvalKey]string             // hosts a human approved (value: rule text)
 	pending  map[approvalKey]*pendingEscalation // escalations in flight
@@ -233,7 +233,9 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serving egress proxy: %w", err)
 	case <-ctx.Done():
 	}
-	p.draining.Store(true)
+	p.mu.Lock()
+	p.draining = true
+	p.mu.Unlock()
 	drainCtx, cancel := context.WithTimeout(context.Background(), p.cfg.DrainTimeout)
 	defer cancel()
 	_ = srv.Shutdown(drainCtx) // stops accepting; waits for non-hijacked requests
@@ -275,22 +277,28 @@ func (p *Proxy) closeTunnels() {
 // ServeHTTP implements http.Handler: it follows the request from arrival to
 // its audit event, around goproxy.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p.inflight.Add(1)
-	defer p.inflight.Done()
 	kind := "http"
 	if r.Method == http.MethodConnect {
 		kind = "connect"
 	}
 	st := newState(kind, r.Method)
-	defer p.finish(st)
-	p.metrics.active.Inc()
-	defer p.metrics.active.Dec()
-	if p.draining.Load() {
+	p.mu.Lock()
+	draining := p.draining
+	if !draining {
+		p.inflight.Add(1)
+	}
+	p.mu.Unlock()
+	if draining {
 		st.deny(ruleShutdown, "the proxy is shutting down")
 		w.Header().Set("Connection", "close")
 		http.Error(w, "ironcurtain egress: the proxy is shutting down", http.StatusServiceUnavailable)
+		p.finish(st)
 		return
 	}
+	defer p.inflight.Done()
+	defer p.finish(st)
+	p.metrics.active.Inc()
+	defer p.metrics.active.Dec()
 	rw := &respWriter{ResponseWriter: w, st: st, idle: p.cfg.IdleTimeout, closeConn: kind == "http"}
 	if kind == "http" && r.Body != nil && r.Body != http.NoBody {
 		r.Body = &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.cfg.IdleTimeout, n: &st.up}

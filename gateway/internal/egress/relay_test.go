@@ -17,12 +17,12 @@ func TestRelayUserSpace(t *testing.T) {
 		traffic  time.Duration // how long the client keeps talking
 		wantIdle bool
 	}{
-		{name: "active then closed", traffic: 400 * time.Millisecond},
+		{name: "active then closed", traffic: 800 * time.Millisecond},
 		{name: "idle", wantIdle: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &Proxy{cfg: ProxyConfig{IdleTimeout: 150 * time.Millisecond}}
+			p := &Proxy{cfg: ProxyConfig{IdleTimeout: 500 * time.Millisecond}}
 			clientSide, proxyClient := net.Pipe()
 			proxyTarget, targetSide := net.Pipe()
 			go func() { // the target echoes
@@ -41,7 +41,7 @@ func TestRelayUserSpace(t *testing.T) {
 				if _, err := io.ReadFull(clientSide, buf); err != nil {
 					t.Fatalf("read: %v", err)
 				}
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond)
 			}
 			if !tt.wantIdle {
 				clientSide.Close()

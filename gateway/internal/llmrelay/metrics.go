@@ -1,0 +1,92 @@
+package llmrelay
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// latencyBuckets are the upstream latency buckets, in seconds: from a
+// local model server on loopback to a long non-streamed generation.
+var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// Label values used when the model is not in the price table: agent-chosen
+// model names never become label values (unbounded cardinality).
+const unknownModelLabel = "unknown"
+
+// metrics are the relay's Prometheus metrics. Labels are fixed sets:
+// provider, status code, direction, refusal reason, and model as a price
+// table key (or "unknown").
+type metrics struct {
+	requests      *prometheus.CounterVec
+	refusals      *prometheus.CounterVec
+	tokens        *prometheus.CounterVec
+	cost          *prometheus.CounterVec
+	unpriced      *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	auditFailures prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_relay_requests_total",
+			Help: "Model relay requests by provider and the HTTP status returned to the agent.",
+		}, []string{"provider", "code"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_relay_refusals_total",
+			Help: "Model relay requests refused by the relay itself, by provider and reason (auth, path, method, budget, concurrency, no_key, body, audit, spend_store).",
+		}, []string{"provider", "reason"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_relay_tokens_total",
+			Help: "Model tokens relayed, by provider, model (price-table key or unknown) and direction (input, output).",
+		}, []string{"provider", "model", "direction"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_relay_cost_usd_total",
+			Help: "Estimated model cost in US dollars, by provider and model (price-table key).",
+		}, []string{"provider", "model"}),
+		unpriced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_relay_unpriced_calls_total",
+			Help: "Metered model calls whose model has no price (cost recorded as 0), by provider.",
+		}, []string{"provider"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ironcurtain_relay_upstream_latency_seconds",
+			Help:    "Time from sending a request upstream to its response headers, by provider.",
+			Buckets: latencyBuckets,
+		}, []string{"provider"}),
+		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironcurtain_relay_audit_failures_total",
+			Help: "Model calls the audit sink failed to store (new model calls are refused until a write succeeds).",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.tokens, m.cost, m.unpriced, m.latency, m.auditFailures} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("registering relay metrics: %w (one relay per registry)", err)
+			}
+			return nil, fmt.Errorf("registering relay metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// providerLabel keeps agent-chosen path segments out of label values.
+func providerLabel(name string) string {
+	if name == Anthropic || name == OpenAI {
+		return name
+	}
+	return "unknown"
+}
+
+func codeLabel(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return strconv.Itoa(code)
+}
