@@ -104,12 +104,12 @@ func TestProxyIdleTunnel(t *testing.T) {
 	port := echoUpstream(t)
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
 		noSNI(c)
-		c.IdleTimeout = 300 * time.Millisecond
+		c.IdleTimeout = 600 * time.Millisecond
 	}))
 
 	busy := openTunnel(t, tp, port, tokenS1)
 	defer busy.Close()
-	deadline := time.Now().Add(1200 * time.Millisecond)
+	deadline := time.Now().Add(1500 * time.Millisecond)
 	buf := make([]byte, 4)
 	for time.Now().Before(deadline) {
 		_ = busy.SetDeadline(time.Now().Add(time.Second))
@@ -119,7 +119,7 @@ func TestProxyIdleTunnel(t *testing.T) {
 		if _, err := io.ReadFull(busy, buf); err != nil {
 			t.Fatalf("busy tunnel closed: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	idle := openTunnel(t, tp, port, tokenS1)
@@ -128,8 +128,8 @@ func TestProxyIdleTunnel(t *testing.T) {
 	if !closedWithin(idle, 3*time.Second) {
 		t.Fatal("idle tunnel not closed")
 	}
-	if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
-		t.Fatalf("idle tunnel closed after %v; want about 300ms", d)
+	if d := time.Since(start); d < 500*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("idle tunnel closed after %v; want about 600ms", d)
 	}
 	busy.Close()
 	tp.sink.wait(t, 2)
@@ -358,14 +358,14 @@ func TestProxyDrain(t *testing.T) {
 		closeClient time.Duration // 0: the client keeps the tunnel open
 		wantMax     time.Duration
 	}{
-		{name: "tunnel ends during drain", closeClient: 200 * time.Millisecond, wantMax: 900 * time.Millisecond},
-		{name: "tunnel outlives drain timeout", wantMax: 2 * time.Second},
+		{name: "tunnel ends during drain", closeClient: 200 * time.Millisecond, wantMax: 1500 * time.Millisecond},
+		{name: "tunnel outlives drain timeout", wantMax: 4 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
 				noSNI(c)
-				c.DrainTimeout = 1 * time.Second
+				c.DrainTimeout = 2 * time.Second
 			}))
 			c := openTunnel(t, tp, port, tokenS1)
 			defer c.Close()
