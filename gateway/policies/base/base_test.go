@@ -120,6 +120,13 @@ func (f *fixture) check(t *testing.T, tests []scenario) {
 			if d.Status != policy.Allow && strings.TrimSpace(d.Reason) == "" {
 				t.Fatal("a refusal without a reason")
 			}
+			// The reason is shown to the agent: no host path outside the
+			// sandbox may appear in it.
+			for _, p := range []string{f.outside, "/etc/passwd", filepath.Dir(f.sandbox)} {
+				if strings.Contains(d.Reason, p) && !strings.Contains(d.Reason, f.sandbox) {
+					t.Fatalf("reason %q names the host path %s", d.Reason, p)
+				}
+			}
 		})
 	}
 }

@@ -525,3 +525,30 @@ func TestToolsAnnotated(t *testing.T) {
 		t.Fatalf("url spec = %+v", spec)
 	}
 }
+
+func FuzzRedirectTarget(f *testing.F) {
+	for _, s := range []string{"/next", "https://other.example.com/x", "//evil.example.org/", "file:///etc/passwd",
+		"http://a@b/", "https:/\\evil/", "javascript:alert(1)", "http://[::1]:80/", "?q=1", "http://2130706433/", "HTTP://EXAMPLE.COM./"} {
+		f.Add(s)
+	}
+	cur, err := netpolicy.ParseURL("https://docs.example.com/a/b?c=d")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, loc string) {
+		next, msg := redirectTarget(cur, loc)
+		if msg != "" {
+			return
+		}
+		if next.Scheme != "http" && next.Scheme != "https" {
+			t.Fatalf("accepted scheme %q from %q", next.Scheme, loc)
+		}
+		if next.Host.IsZero() || next.Port < 1 || next.Port > 65535 {
+			t.Fatalf("accepted host %v port %d from %q", next.Host, next.Port, loc)
+		}
+		again, err := netpolicy.ParseURL(next.String())
+		if err != nil || again.Host != next.Host || again.Port != next.Port {
+			t.Fatalf("%q → %q does not re-parse to the same host: %v", loc, next.String(), err)
+		}
+	})
+}

@@ -287,6 +287,7 @@ func TestGitHubTools(t *testing.T) {
 		{name: "merge does not exist", tool: "pr_merge", isError: true, args: map[string]any{"owner": "acme", "repo": "app", "number": 1.0}, contains: []string{"unknown tool pr_merge"}},
 		{name: "path traversal in owner", tool: "pr_view", isError: true, args: map[string]any{"owner": "../../user", "repo": "app", "number": 1.0}, contains: []string{"not a valid GitHub account name"}},
 		{name: "slash in repo", tool: "pr_view", isError: true, args: map[string]any{"owner": "acme", "repo": "app/pulls/1/merge", "number": 1.0}, contains: []string{"not a valid GitHub repository name"}},
+		{name: "repo that trims to a dot", tool: "pr_view", isError: true, args: map[string]any{"owner": "acme", "repo": "..git", "number": 1.0}, contains: []string{"not a valid GitHub repository name"}},
 		{name: "dot-dot repo", tool: "pr_view", isError: true, args: map[string]any{"owner": "acme", "repo": "..", "number": 1.0}, contains: []string{"not a valid GitHub repository name"}},
 		{name: "query in owner", tool: "pr_list", isError: true, args: map[string]any{"owner": "acme?x=1", "repo": "app"}, contains: []string{"not a valid GitHub account name"}},
 		{name: "option-like branch", tool: "pr_create", isError: true, args: map[string]any{"owner": "acme", "repo": "app", "title": "t", "head": "--force", "base": "main"}, contains: []string{"head \"--force\" is not a valid branch name"}},

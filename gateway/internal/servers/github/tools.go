@@ -278,11 +278,13 @@ func parseArgs(d *toolDef, in map[string]any) (args, error) {
 		}
 		a.owner = o
 	}
-	if r, ok := a.str["repo"]; ok {
+	if raw, ok := a.str["repo"]; ok {
+		// Trim ".git" first, then check: "..git" would otherwise become "."
+		r := strings.TrimSuffix(raw, ".git")
 		if !repoRE.MatchString(r) || r == "." || r == ".." {
-			return a, fmt.Errorf("repo %q is not a valid GitHub repository name", cutArg(r))
+			return a, fmt.Errorf("repo %q is not a valid GitHub repository name", cutArg(raw))
 		}
-		a.repo = strings.TrimSuffix(r, ".git")
+		a.repo = r
 	}
 	a.number = a.ints["number"]
 	return a, nil
