@@ -167,7 +167,7 @@ type walker struct {
 }
 
 // maxMatchWork bounds the glob matching one walk may do (in DP cells).
-const maxMatchWork = 50_000_000
+const maxMatchWork = 20_000_000
 
 func newWalker(ctx context.Context, s *Server, exclude []*glob) *walker {
 	return &walker{s: s, ctx: ctx, exclude: exclude, budget: s.maxEnt, work: maxMatchWork}

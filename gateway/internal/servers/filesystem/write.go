@@ -15,6 +15,9 @@ func (s *Server) writeFile(_ context.Context, a *args) (servers.Result, error) {
 	if err != nil {
 		return servers.Result{}, err
 	}
+	if codeFile(rel) {
+		return servers.Result{}, errCodeFile
+	}
 	content := a.str("content")
 	if int64(len(content)) > s.maxWrite {
 		return servers.Result{}, &toolError{msg: fmt.Sprintf("content is too large (%d bytes, limit %d)", len(content), s.maxWrite)}
@@ -36,6 +39,9 @@ func (s *Server) editFile(_ context.Context, a *args) (servers.Result, error) {
 		return servers.Result{}, &toolError{msg: "edits must hold at least one edit"}
 	}
 	dryRun := a.boolean("dryRun")
+	if !dryRun && codeFile(rel) {
+		return servers.Result{}, errCodeFile
+	}
 	original, err := s.readWhole(rel, s.maxRead)
 	if err != nil {
 		return servers.Result{}, err
@@ -75,6 +81,9 @@ func (s *Server) createDirectory(_ context.Context, a *args) (servers.Result, er
 	if err != nil {
 		return servers.Result{}, err
 	}
+	if codeFile(rel) {
+		return servers.Result{}, errCodeFile
+	}
 	if rel != "." {
 		if err := s.root.MkdirAll(rel, 0o755); err != nil {
 			return servers.Result{}, failf("creating directory", err)
@@ -94,6 +103,9 @@ func (s *Server) moveFile(_ context.Context, a *args) (servers.Result, error) {
 	dst, err := s.resolve(a.str("destination"))
 	if err != nil {
 		return servers.Result{}, err
+	}
+	if codeFile(src) || codeFile(dst) {
+		return servers.Result{}, errCodeFile
 	}
 	if src == "." || dst == "." {
 		return servers.Result{}, &toolError{msg: "cannot move the sandbox directory itself"}

@@ -150,15 +150,14 @@ type Server struct {
 	git        string
 	log        *slog.Logger
 
-	unsafeLocal    bool
-	unsafeUnbound  bool
-	unsafeTestCA   string
-	tools          []servers.Tool
-	handlers       map[string]handler
-	scanCache      scanCache
-	mirrorLocksMu  sync.Mutex
-	mirrorLocks    map[string]*sync.Mutex
-	workspaceLocks sync.Map // git dir -> *sync.Mutex
+	unsafeLocal   bool
+	unsafeUnbound bool
+	unsafeTestCA  string
+	tools         []servers.Tool
+	handlers      map[string]handler
+	scanCache     scanCache
+	mirrorLocksMu sync.Mutex
+	mirrorLocks   map[string]*sync.Mutex
 }
 
 var _ servers.Server = (*Server)(nil)
