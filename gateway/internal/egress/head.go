@@ -19,25 +19,59 @@ import (
 // HTTP requests with "Connection: close": every request it checks is the
 // first one on its connection.
 
-// headListener wraps accepted connections in headConn.
+// headListener wraps accepted connections in headConn and caps the number
+// of open connections (a slot is taken before Accept and given back when the
+// connection is closed). It does the capping itself, rather than through
+// netutil.LimitListener, so that a hijacked tunnel can still unwrap its
+// connection to the *net.TCPConn and splice.
 type headListener struct {
 	net.Listener
-	limit int
+	limit int           // head recording limit
+	slots chan struct{} // nil: no cap
+
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func newHeadListener(ln net.Listener, headLimit, maxConns int) *headListener {
+	l := &headListener{Listener: ln, limit: headLimit, done: make(chan struct{})}
+	if maxConns > 0 {
+		l.slots = make(chan struct{}, maxConns)
+	}
+	return l
 }
 
 func (l *headListener) Accept() (net.Conn, error) {
+	release := func() {}
+	if l.slots != nil {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
+		release = func() { <-l.slots }
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
+		release()
 		return nil, err
 	}
-	return &headConn{Conn: c, limit: l.limit}, nil
+	return &headConn{Conn: c, limit: l.limit, release: release}, nil
+}
+
+func (l *headListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
 }
 
 // headConn records the bytes read from the connection until the end of the
 // first request head ("\r\n\r\n") or limit bytes.
 type headConn struct {
 	net.Conn
-	limit int
+	limit   int
+	release func() // gives the listener slot back, once
+
+	closeOnce sync.Once
 
 	mu       sync.Mutex
 	head     []byte
@@ -74,6 +108,17 @@ func (c *headConn) record(b []byte) {
 		c.complete = true // too long: takeHead reports it as incomplete
 		c.head = nil
 	}
+}
+
+// Close closes the connection and gives its listener slot back.
+func (c *headConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() {
+		if c.release != nil {
+			c.release()
+		}
+	})
+	return err
 }
 
 // NetConn returns the underlying connection (for splicing tunnels).

@@ -15,7 +15,6 @@ import (
 
 	"github.com/elazarl/goproxy"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
@@ -225,7 +224,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		ConnContext:       headConnContext,
 	}
-	hl := &headListener{Listener: netutil.LimitListener(ln, p.cfg.MaxConnections), limit: p.cfg.MaxHeaderBytes + 4096}
+	hl := newHeadListener(ln, p.cfg.MaxHeaderBytes+4096, p.cfg.MaxConnections)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hl) }()
 	select {
