@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"ironcurtain.dev/compiler/lists"
+	"ironcurtain.dev/compiler/model"
 	"ironcurtain.dev/compiler/scenarios"
 	"ironcurtain.dev/compiler/structured"
 	"ironcurtain.dev/compiler/toolset"
@@ -100,9 +101,10 @@ type ServerReport struct {
 	Err error
 }
 
-// Run compiles, verifies and repairs every server. Model errors of one
-// server do not stop the others: that server gets no rules (default deny)
-// and the run is not verified.
+// Run compiles, verifies and repairs every server. A server whose model
+// replies never validate does not stop the others: it gets no rules (default
+// deny) and the run is not verified. An unreachable endpoint or a rejected
+// key stops the run with that error.
 func Run(ctx context.Context, r *structured.Runner, cfg Config) (*Result, error) {
 	if cfg.Annotations == nil || len(cfg.Annotations.Servers) == 0 {
 		return nil, errors.New("compiling policy: no tool annotations (run annotate-tools or pass --annotations)")
@@ -156,6 +158,9 @@ func Run(ctx context.Context, r *structured.Runner, cfg Config) (*Result, error)
 			st.run(gctx)
 			if err := gctx.Err(); err != nil {
 				return err // cancelled: stop everything
+			}
+			if errors.Is(st.err, model.ErrUnreachable) || errors.Is(st.err, model.ErrRejectedKey) {
+				return st.err // no server can succeed: stop the run
 			}
 			states[i], reports[i] = st, st.report()
 			return nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"ironcurtain.dev/compiler/artifact"
+	shipped "ironcurtain.dev/compiler/constitution"
 	"ironcurtain.dev/compiler/pipeline"
 	"ironcurtain.dev/compiler/scenarios"
 	"ironcurtain.dev/gateway/policy"
@@ -33,7 +34,7 @@ func runCompile(ctx context.Context, e env) int {
 		mf          modelFlags
 		sf          settingsFlags
 		out         = fs.String("out", "", "policy directory to write compiled-policy.json, dynamic-lists.json and test-scenarios.json to (required)")
-		base        = fs.String("constitution", "compiler/constitution/base.md", "base constitution")
+		base        = fs.String("constitution", "", "base constitution (default: the shipped base.md built into the binary)")
 		user        = fs.String("user", "", "user constitution appended to the base (default "+DefaultUserConstitution+" when it exists)")
 		noUser      = fs.Bool("no-user", false, "ignore the user constitution")
 		annotations = fs.String("annotations", "", "tool-annotations.json (default: <out>/tool-annotations.json)")
@@ -121,12 +122,14 @@ func runCompile(ctx context.Context, e env) int {
 
 // constitution reads the base constitution and appends the user's.
 func constitution(base, user string, noUser bool, home string) (text string, sources []string, err error) {
-	b, err := os.ReadFile(base)
-	if err != nil {
-		return "", nil, usageErr("--constitution: %v", err)
+	text, sources = strings.TrimSpace(shipped.Base), []string{"built-in base.md"}
+	if base != "" {
+		b, err := os.ReadFile(base)
+		if err != nil {
+			return "", nil, usageErr("--constitution: %v", err)
+		}
+		text, sources = strings.TrimSpace(string(b)), []string{base}
 	}
-	text = strings.TrimSpace(string(b))
-	sources = []string{base}
 	if noUser {
 		return text + "\n", sources, nil
 	}
