@@ -151,11 +151,11 @@ func (p *Proxy) dialRefusal(st *reqState, err error) *refusal {
 	case errors.As(err, &ae):
 		return p.refuse(st, addressRefusal(err))
 	case errors.Is(err, ErrResolve):
-		return &refusal{http.StatusBadGateway, ruleAllowlist, "the host does not resolve"}
+		return &refusal{http.StatusBadGateway, ruleDial, "the host does not resolve"}
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		return &refusal{http.StatusGatewayTimeout, ruleAllowlist, "the upstream connection timed out"}
+		return &refusal{http.StatusGatewayTimeout, ruleDial, "the upstream connection timed out"}
 	default:
-		return &refusal{http.StatusBadGateway, ruleAllowlist, "the upstream connection failed"}
+		return &refusal{http.StatusBadGateway, ruleDial, "the upstream connection failed"}
 	}
 }
 

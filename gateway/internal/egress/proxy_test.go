@@ -84,7 +84,7 @@ func TestProxyConnectRefused(t *testing.T) {
 		{name: "name resolving to public and private", opts: []proxyOpt{withConfig(func(c *ProxyConfig) {
 			c.Resolver = newFakeResolver().set("a.allowed.test", "127.0.0.1", "192.168.1.10")
 		})}, target: hostPort("a.allowed.test", port), auth: basicAuth(tokenS1), wantStatus: 403, wantRule: ruleAddresses, wantBody: "private"},
-		{name: "name that does not resolve", target: hostPort("nx.allowed.test", port), auth: basicAuth(tokenS1), wantStatus: 502, wantRule: ruleAllowlist},
+		{name: "name that does not resolve", target: hostPort("nx.allowed.test", port), auth: basicAuth(tokenS1), wantStatus: 502, wantRule: ruleDial},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -35,6 +35,7 @@ const (
 	ruleAudit      = "audit"
 	ruleCatchAll   = "egress.default_deny"
 	ruleShutdown   = "egress.shutdown"
+	ruleDial       = "egress.dial" // the upstream could not be reached (not a policy decision)
 )
 
 // recordTimeout bounds one audit write at the end of a request.
