@@ -1,0 +1,190 @@
+# IronCurtain for Go. `make` (or `make help`) lists the targets; `make test` is what CI runs.
+#
+# Works on a standard workstation (Docker Compose v2, BuildKit, a registry) and on a machine
+# with only the classic builder, the `docker-compose` v1 tool and no registry: there the
+# images are built from Debian's packages (images/offline). See docs/development.md.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-print-directory
+
+GO ?= go
+# Modules of go.work. e2e runs separately (test-e2e): it needs the images first.
+MODULES := agent compiler gateway migrations e2e
+GO_MODULES := agent compiler gateway migrations
+PKGS := $(foreach m,$(GO_MODULES),./$(m)/...)
+BIN_DIR := build/bin
+# Only packages under */cmd/* become binaries (ironcurtain, ironcurtain-agent, ironcurtain-compile).
+CMD_PKGS := ./gateway/cmd/... ./agent/cmd/... ./compiler/cmd/...
+PGTEST_PKG := ironcurtain.dev/gateway/internal/store/pgtest
+# Label pgtest puts on its Postgres containers, with the owning process id.
+PGTEST_LABEL := dev.ironcurtain.pgtest
+
+# Extra flags for every `go test` (e.g. GOTESTFLAGS=-count=1 or -v).
+GOTESTFLAGS ?=
+TEST_TIMEOUT ?= 20m
+E2E_TIMEOUT ?= 30m
+# fuzz: time per fuzzer; bench: regexp and time per benchmark.
+FUZZTIME ?= 10s
+BENCH ?= .
+BENCHTIME ?= 200ms
+
+# Images. OFFLINE=auto: offline images when no registry answers (images/offline/detect.sh,
+# run at most once, and only by targets that need images); OFFLINE=1 forces them;
+# OFFLINE=0 uses the standard images.
+OFFLINE ?= auto
+OFFLINE_BASE_IMAGE := ironcurtain/base-offline:bookworm
+OFFLINE_POSTGRES_IMAGE := ironcurtain/postgres-offline:15
+STANDARD_BASE_IMAGE := debian:bookworm-slim
+STANDARD_POSTGRES_IMAGE := postgres:16
+
+ifeq ($(OFFLINE),auto)
+# Memoised: the probe runs on first use only.
+offline_probe = $(eval offline_probe := $(shell images/offline/detect.sh))$(offline_probe)
+offline = $(firstword $(offline_probe))
+offline_why = OFFLINE=auto: $(wordlist 2,100,$(offline_probe))
+else ifeq ($(OFFLINE),1)
+offline := 1
+offline_why := OFFLINE=1
+else ifeq ($(OFFLINE),0)
+offline := 0
+offline_why := OFFLINE=0
+else
+$(error OFFLINE must be auto, 1 or 0, not "$(OFFLINE)")
+endif
+
+BASE_IMAGE ?= $(if $(filter 1,$(offline)),$(OFFLINE_BASE_IMAGE),$(STANDARD_BASE_IMAGE))
+IC_POSTGRES_IMAGE ?= $(if $(filter 1,$(offline)),$(OFFLINE_POSTGRES_IMAGE),$(STANDARD_POSTGRES_IMAGE))
+
+# What the Postgres integration tests (gateway/internal/store/pgtest) read. Ryuk, the
+# testcontainers reaper, cannot be pulled without a registry; pgtest cleans up itself.
+TEST_ENV = IC_POSTGRES_IMAGE=$(IC_POSTGRES_IMAGE) IC_BASE_IMAGE=$(BASE_IMAGE) TESTCONTAINERS_RYUK_DISABLED=true
+
+# `docker compose` (v2 plugin) when it works, else the v1 `docker-compose` tool.
+COMPOSE ?= $(shell if docker compose version >/dev/null 2>&1; then echo 'docker compose'; \
+	elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
+COMPOSE_FILE := compose/docker-compose.yml
+
+# The packages whose tests use the Postgres harness (directly or through a helper).
+# Computed by the targets that need it, never at parse time.
+define integration_pkgs
+$(GO) list -test -f '{{if .ForTest}}{{.ForTest}} {{.ImportPath}} {{join .Deps " "}}{{end}}' $(PKGS) \
+	| awk '$$1 == "$(PGTEST_PKG)" || / $(subst /,\/,$(subst .,\.,$(PGTEST_PKG)))( |$$)/ { print $$1 }' | sort -u
+endef
+
+.PHONY: help
+help: ## list the targets (default)
+	@echo "usage: make <target> [VAR=value]"
+	@echo
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_.-]+:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@echo
+	@echo "variables: OFFLINE=auto|1|0  GOTESTFLAGS=  FUZZTIME=$(FUZZTIME)  BENCH=$(BENCH)  BENCHTIME=$(BENCHTIME)  FORCE=1 (images-offline)"
+
+.PHONY: build
+build: ## build every command that exists into build/bin/ (static, CGO_ENABLED=0)
+	@mkdir -p $(BIN_DIR)
+	@cmds=$$($(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' $(CMD_PKGS) 2>/dev/null | grep /cmd/ || true); \
+	if [ -z "$$cmds" ]; then echo "build: no command packages yet" >&2; exit 1; fi; \
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/ $$cmds; \
+	for c in $$cmds; do echo "built $(BIN_DIR)/$${c##*/}"; done
+
+.PHONY: test
+test: lint test-unit test-integration test-e2e ## everything CI runs: lint, all module tests with -race (Postgres included), e2e
+
+.PHONY: lint
+lint: ## gofmt check, go vet, and every module builds and vets on its own (GOWORK=off)
+	@unformatted=$$(gofmt -l $(MODULES)); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	@for m in $(MODULES); do \
+		echo "go vet ($$m, GOWORK=off)"; \
+		(cd $$m && GOWORK=off $(GO) vet ./...) || exit 1; \
+	done
+	@if command -v staticcheck >/dev/null; then echo staticcheck; staticcheck $(foreach m,$(MODULES),./$(m)/...); fi
+
+.PHONY: test-unit
+test-unit: ## tests of every module with -race, except the packages that need Postgres
+	@ipkgs=$$($(integration_pkgs)); \
+	upkgs=$$($(GO) list $(PKGS) | awk 'NR == FNR { skip[$$0] = 1; next } !skip[$$0]' <(printf '%s\n' $$ipkgs) -); \
+	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$upkgs
+
+.PHONY: test-integration
+test-integration: postgres-image ## tests of the packages that use the Postgres harness (real Postgres, -race)
+	@ipkgs=$$($(integration_pkgs)); \
+	if [ -z "$$ipkgs" ]; then \
+		if $(GO) list $(PGTEST_PKG) >/dev/null 2>&1; then echo "test-integration: no package uses $(PGTEST_PKG)" >&2; exit 1; fi; \
+		echo "test-integration: no Postgres harness yet ($(PGTEST_PKG))"; exit 0; \
+	fi; \
+	echo "test-integration: $(TEST_ENV)"; \
+	$(TEST_ENV) $(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$ipkgs
+
+.PHONY: test-e2e
+test-e2e: ## the end-to-end suite against the real images (builds them first; none yet: issue 8)
+	@if [ -z "$$(find e2e -name '*_test.go' -print -quit)" ]; then \
+		echo "test-e2e: e2e/ has no tests yet (issue 8)"; exit 0; \
+	fi; \
+	$(MAKE) images OFFLINE=$(offline); \
+	$(TEST_ENV) $(GO) test -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
+
+.PHONY: fuzz
+fuzz: ## run every fuzzer for FUZZTIME (default 10s), one at a time
+	@found=0; \
+	for dir in $$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' $(MODULES) | xargs -r -n1 dirname | sort -u); do \
+		for fz in $$(grep -hoE '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -d' ' -f2 | sort -u); do \
+			found=1; echo "== ./$$dir $$fz ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime $(FUZZTIME) ./$$dir || exit 1; \
+		done; \
+	done; \
+	if [ $$found = 0 ]; then echo "fuzz: no fuzzers yet"; fi
+
+.PHONY: bench
+bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=200ms) with allocation counts
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(GOTESTFLAGS) $(PKGS)
+
+.PHONY: images-mode
+images-mode: ## say which images this machine uses (offline or standard) and why
+	@echo "images: $(if $(filter 1,$(offline)),offline,standard) ($(offline_why)); base $(BASE_IMAGE), postgres $(IC_POSTGRES_IMAGE)"
+
+.PHONY: images-offline
+images-offline: ## build the offline base and Postgres images from Debian packages (cached; FORCE=1 rebuilds)
+	@images/offline/build.sh all
+
+.PHONY: postgres-image
+postgres-image: images-mode ## make the Postgres image for the integration tests available
+	@if [ "$(offline)" = 1 ]; then images/offline/build.sh all; \
+	else docker image inspect $(IC_POSTGRES_IMAGE) >/dev/null 2>&1 || docker pull $(IC_POSTGRES_IMAGE); fi
+
+.PHONY: images
+images: postgres-image ## every image the stack and e2e need (base + Postgres now; gateway/agent with issue 8)
+	@if [ "$(offline)" != 1 ]; then docker image inspect $(BASE_IMAGE) >/dev/null 2>&1 || docker pull $(BASE_IMAGE); fi
+	@echo "images: gateway and agent images are not written yet (issue 8)"
+
+.PHONY: up
+up: ## start the Compose topology (not there yet: issue 8)
+	@if [ ! -f $(COMPOSE_FILE) ]; then \
+		echo "make up: $(COMPOSE_FILE) does not exist yet (issue 8). Today: make test." >&2; exit 1; \
+	fi; \
+	if [ -z "$(COMPOSE)" ]; then echo "make up: neither 'docker compose' nor 'docker-compose' works" >&2; exit 1; fi
+	@$(MAKE) images
+	BASE_IMAGE=$(BASE_IMAGE) POSTGRES_IMAGE=$(IC_POSTGRES_IMAGE) $(COMPOSE) -f $(COMPOSE_FILE) up -d
+
+.PHONY: down
+down: ## stop the Compose topology (not there yet: issue 8)
+	@if [ ! -f $(COMPOSE_FILE) ]; then \
+		echo "make down: $(COMPOSE_FILE) does not exist yet (issue 8)." >&2; exit 1; \
+	fi
+	$(COMPOSE) -f $(COMPOSE_FILE) down
+
+.PHONY: clean
+clean: ## remove build/ and Postgres test containers whose test process is gone (images stay)
+	rm -rf build
+	@for id in $$(docker ps -aq --filter label=$(PGTEST_LABEL) 2>/dev/null); do \
+		pid=$$(docker inspect --format '{{index .Config.Labels "$(PGTEST_LABEL).pid"}}' $$id); \
+		if [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; then echo "keeping $$id (test process $$pid runs)"; continue; fi; \
+		docker rm -f -v $$id >/dev/null && echo "removed test container $$id"; \
+	done
+
+.PHONY: clean-images
+clean-images: ## remove the offline images (the next build makes them again, ~2 min on an idle machine)
+	-docker image rm $(OFFLINE_POSTGRES_IMAGE) $(OFFLINE_BASE_IMAGE)
