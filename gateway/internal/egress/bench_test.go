@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -296,3 +297,39 @@ func BenchmarkGuardCheckHost(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadClientHello is the cost of the SNI check per tunnel.
+func BenchmarkReadClientHello(b *testing.B) {
+	hello := recordClientHello(b, "example.com")
+	b.ReportAllocs()
+	for b.Loop() {
+		_, sni, err := readClientHello(&bytesConn{r: bytes.NewReader(hello)})
+		if err != nil || sni != "example.com" {
+			b.Fatal(sni, err)
+		}
+	}
+}
+
+// recordClientHello returns the first flight a Go TLS client sends.
+func recordClientHello(b *testing.B, serverName string) []byte {
+	c := &bytesConn{r: bytes.NewReader(nil)}
+	_ = tls.Client(c, &tls.Config{ServerName: serverName}).Handshake()
+	if c.w.Len() == 0 {
+		b.Fatal("no ClientHello recorded")
+	}
+	return c.w.Bytes()
+}
+
+// bytesConn is a net.Conn over an in-memory reader and writer.
+type bytesConn struct {
+	net.Conn
+	r *bytes.Reader
+	w bytes.Buffer
+}
+
+func (c *bytesConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
+func (c *bytesConn) Write(p []byte) (int, error)      { return c.w.Write(p) }
+func (c *bytesConn) Close() error                     { return nil }
+func (c *bytesConn) SetDeadline(time.Time) error      { return nil }
+func (c *bytesConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *bytesConn) SetWriteDeadline(time.Time) error { return nil }
