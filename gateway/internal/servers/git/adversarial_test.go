@@ -1,6 +1,7 @@
 package git
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,7 +136,8 @@ func TestExecutableConfigIsRefused(t *testing.T) {
 func TestHooksNeverRun(t *testing.T) {
 	hooks := []string{"pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout",
 		"post-merge", "pre-push", "pre-auto-gc", "post-rewrite", "reference-transaction", "pre-merge-commit",
-		"post-index-change", "pre-applypatch", "post-applypatch", "applypatch-msg", "fsmonitor-watchman", "sendemail-validate"}
+		"post-index-change", "pre-applypatch", "post-applypatch", "applypatch-msg", "fsmonitor-watchman", "sendemail-validate",
+		"pre-receive", "update", "post-receive", "post-update", "proc-receive", "push-to-checkout"}
 	for _, variant := range []string{".git/hooks", "core.hooksPath"} {
 		t.Run(variant, func(t *testing.T) {
 			g := newGenv(t, func(c *Config) { c.UnsafeAllowLocalRemotes = true; c.UnsafeSkipApprovalBinding = true })
@@ -515,4 +517,36 @@ func mustFailQuiet(g *genv, tool string, args map[string]any) servers.Result {
 		g.t.Errorf("%s succeeded: %s", tool, text(res))
 	}
 	return res
+}
+
+// TestMirrorTransferIgnoresWorkspaceConfig: objects reach the workspace by
+// the gateway's mirror pushing into it, so a url.<x>.insteadOf in the
+// workspace config (here planted past the scan, as a racing writer could)
+// cannot redirect the transfer to another repository on the host.
+func TestMirrorTransferIgnoresWorkspaceConfig(t *testing.T) {
+	g := newGenv(t, func(c *Config) { c.UnsafeAllowLocalRemotes = true; c.UnsafeSkipApprovalBinding = true })
+	seed := g.repo("seed")
+	bare := g.bare("remote.git", seed)
+	decoy := g.bare("decoy.git", "")
+	other := g.repo("other")
+	writeFile(t, filepath.Join(other, "SECRET"), "TOP-SECRET\n")
+	rawGit(t, other, "add", "SECRET")
+	rawGit(t, other, "commit", "-q", "-m", "secret")
+	rawGit(t, other, "push", "-q", decoy, "main:main")
+
+	repo := filepath.Join(g.sandbox, "clone")
+	mustOK(t, g.call("clone", map[string]any{"url": bare, "path": repo}))
+	r := &repoHandle{repo: mustFindRepo(t, repo, g.sandbox), dir: repo}
+	rawGit(t, repo, "config", "url."+decoy+".insteadOf", g.srv.mirrorFor(r.repo.CommonDir))
+	ctx := context.Background()
+	src := fetchSource{name: "origin", urls: []remoteURL{{url: bare, local: true}}}
+	if _, err := g.srv.fetchRefs(ctx, r, src, "", false, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rawGit(t, repo, "rev-parse", "refs/remotes/origin/main"), rawGit(t, seed, "rev-parse", "main"); got != want {
+		t.Fatalf("origin/main = %s, want %s: the transfer was redirected", got, want)
+	}
+	if out := rawGit(t, repo, "log", "--all", "--format=%s"); strings.Contains(out, "secret") {
+		t.Fatal("objects from the decoy repository reached the workspace")
+	}
 }

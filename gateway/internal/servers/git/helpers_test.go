@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"ironcurtain.dev/gateway/internal/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
 )
 
@@ -131,6 +132,15 @@ func (g *genv) callInfo(ci servers.CallInfo, tool string, args map[string]any) s
 		g.t.Fatalf("%s: unexpected Go error: %v", tool, err)
 	}
 	return res
+}
+
+func mustFindRepo(t testing.TB, dir, sandbox string) gitexec.Repo {
+	t.Helper()
+	r, err := gitexec.FindRepo(dir, sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func writeFile(t testing.TB, p, content string) {

@@ -154,35 +154,88 @@ func (s *Server) intoMirror(ctx context.Context, mirror string, u remoteURL, bra
 	return ns, nil
 }
 
-// fromMirror fetches the mirror namespace ns into the workspace: into
-// refs/remotes/<name>/ for a named remote, into FETCH_HEAD for a URL. It
-// returns git's report with the mirror's path replaced by the URL.
+// fetchHeadRef is where a fetch from a URL (no remote name) leaves the
+// fetched commit in the workspace before FETCH_HEAD points at it.
+const fetchHeadRef = "refs/ironcurtain/fetch-head"
+
+// fromMirror moves the mirror namespace ns into the workspace: into
+// refs/remotes/<name>/ for a named remote, into FETCH_HEAD for a URL.
+//
+// The gateway's mirror pushes into the workspace rather than the workspace
+// fetching from the mirror: the git process that resolves the transfer's
+// URL then reads only the gateway's config, so no url.<x>.insteadOf (or
+// anything else) the agent put in .git/config can redirect it, even if
+// written between the config scan and the run. On the workspace side only
+// receive-pack runs, with the hardened settings (hooks off) passed down.
+// It returns a report of the updated refs.
 func (s *Server) fromMirror(ctx context.Context, r *repoHandle, mirror, ns string, src fetchSource, branch string, tags, prune bool) (string, error) {
 	b := "*"
 	if branch != "" {
 		b = branch
 	}
-	args := []string{"fetch", "--no-recurse-submodules", "--no-tags"}
+	o := localTransfer(s.mirrorOptions(mirror), r.repo.WorkTree, r.repo.GitDir, r.repo.CommonDir)
+	o.Timeout = s.netTimeout
+	args := []string{"push", "--porcelain", "--no-verify", "--recurse-submodules=no"}
 	if prune && src.name != "" {
 		args = append(args, "--prune")
 	}
-	args = append(args, "--", mirror)
+	args = append(args, "--", r.repo.CommonDir)
 	if src.name != "" {
 		args = append(args, "+"+ns+"/heads/"+b+":refs/remotes/"+src.name+"/"+b)
 	} else {
-		args = append(args, ns+"/heads/"+b)
+		args = append(args, "+"+ns+"/heads/"+b+":"+fetchHeadRef)
 	}
 	if tags {
 		args = append(args, ns+"/tags/*:refs/tags/*")
 	}
-	o := localTransfer(s.wsOptions(r), mirror, r.repo.WorkTree, r.repo.GitDir)
-	o.Timeout = s.netTimeout
 	res, err := gitexec.Run(ctx, o, args...)
-	report := strings.ReplaceAll(cleanText(string(res.Stderr)), mirror, src.urls[0].url)
+	report := transferReport(string(res.Stdout), ns, src)
 	if err != nil {
-		return report, &toolError{msg: "fetching into the repository failed", err: err}
+		return report, &toolError{msg: "updating the repository from the gateway mirror failed", err: withReport(err, report)}
 	}
-	return strings.TrimSpace(report), nil
+	if src.name == "" {
+		out, err := s.run(ctx, r, "rev-parse", "--verify", "--quiet", "--end-of-options", fetchHeadRef)
+		if err != nil {
+			return report, &toolError{msg: "reading the fetched commit failed", err: err}
+		}
+		oid := strings.TrimSpace(string(out.Stdout))
+		if _, err := s.run(ctx, r, "update-ref", "--no-deref", "FETCH_HEAD", oid); err != nil {
+			return report, &toolError{msg: "setting FETCH_HEAD failed", err: err}
+		}
+		_, _ = s.run(ctx, r, "update-ref", "-d", fetchHeadRef)
+	}
+	return report, nil
+}
+
+// transferReport renders git push --porcelain lines of a mirror-to-
+// workspace transfer as fetch-style lines ("[new branch] main ->
+// origin/main").
+func transferReport(porcelain, ns string, src fetchSource) string {
+	var lines []string
+	for _, l := range strings.Split(cleanText(porcelain), "\n") {
+		parts := strings.Split(l, "\t")
+		if len(parts) < 3 {
+			continue
+		}
+		from, to, _ := strings.Cut(parts[1], ":")
+		from = strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(from, ns+"/"), "heads/"), "tags/")
+		to = strings.TrimPrefix(strings.TrimPrefix(to, "refs/remotes/"), "refs/tags/")
+		if to == fetchHeadRef {
+			to = "FETCH_HEAD"
+		}
+		summary := parts[2]
+		if parts[0] == "=" {
+			continue // up to date
+		}
+		if parts[0] == "-" {
+			from = "(deleted)"
+		}
+		lines = append(lines, " "+summary+" "+from+" -> "+to)
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "From " + src.urls[0].url + "\n" + strings.Join(lines, "\n")
 }
 
 // fetchRefs runs the whole fetch: remote → mirror → workspace.
