@@ -184,11 +184,31 @@ func embeddedV4(a netip.Addr, c Class) [2]netip.Addr {
 	return [2]netip.Addr{}
 }
 
+// v4Ranges is v4Classes as integer masks (classifyV4 is on every dial).
+var v4Ranges = func() []v4Range {
+	out := make([]v4Range, len(v4Classes))
+	for i, cp := range v4Classes {
+		out[i] = v4Range{base: v4Uint(cp.p.Addr()), mask: ^uint32(0) << (32 - cp.p.Bits()), c: cp.c}
+	}
+	return out
+}()
+
+type v4Range struct {
+	base, mask uint32
+	c          Class
+}
+
+func v4Uint(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
 func classifyV4(a netip.Addr) Class {
+	x := v4Uint(a)
 	var c Class
-	for _, cp := range v4Classes {
-		if cp.p.Contains(a) {
-			c |= cp.c
+	for _, r := range v4Ranges {
+		if x&r.mask == r.base {
+			c |= r.c
 		}
 	}
 	return c

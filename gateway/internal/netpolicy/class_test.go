@@ -164,3 +164,41 @@ func TestClassString(t *testing.T) {
 		t.Fatal("Has is wrong")
 	}
 }
+
+// classifyV4's integer masks agree with netip.Prefix.Contains at every range
+// edge and on random addresses.
+func TestClassifyV4MatchesPrefixes(t *testing.T) {
+	ref := func(a netip.Addr) Class {
+		var c Class
+		for _, cp := range v4Classes {
+			if cp.p.Contains(a) {
+				c |= cp.c
+			}
+		}
+		return c
+	}
+	var addrs []netip.Addr
+	for _, cp := range v4Classes {
+		first := cp.p.Masked().Addr()
+		b := first.As4()
+		x := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+		x |= ^uint32(0) >> cp.p.Bits()
+		last := netip.AddrFrom4([4]byte{byte(x >> 24), byte(x >> 16), byte(x >> 8), byte(x)})
+		addrs = append(addrs, first, last, first.Prev(), last.Next())
+	}
+	seed := uint32(2463534242)
+	for i := 0; i < 20000; i++ {
+		seed ^= seed << 13
+		seed ^= seed >> 17
+		seed ^= seed << 5
+		addrs = append(addrs, netip.AddrFrom4([4]byte{byte(seed >> 24), byte(seed >> 16), byte(seed >> 8), byte(seed)}))
+	}
+	for _, a := range addrs {
+		if !a.IsValid() {
+			continue
+		}
+		if got, want := classifyV4(a), ref(a); got != want {
+			t.Fatalf("classifyV4(%v) = %v; want %v", a, got, want)
+		}
+	}
+}
