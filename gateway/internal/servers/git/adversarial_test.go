@@ -532,12 +532,18 @@ func TestMirrorTransferIgnoresWorkspaceConfig(t *testing.T) {
 	writeFile(t, filepath.Join(other, "SECRET"), "TOP-SECRET\n")
 	rawGit(t, other, "add", "SECRET")
 	rawGit(t, other, "commit", "-q", "-m", "secret")
-	rawGit(t, other, "push", "-q", decoy, "main:main")
+	// The decoy holds its commit exactly where the mirror keeps the
+	// remote's branches, so a redirected transfer would deliver it.
+	rawGit(t, other, "push", "-q", decoy, "main:"+fetchNamespace(bare)+"/heads/main")
 
 	repo := filepath.Join(g.sandbox, "clone")
 	mustOK(t, g.call("clone", map[string]any{"url": bare, "path": repo}))
 	r := &repoHandle{repo: mustFindRepo(t, repo, g.sandbox), dir: repo}
 	rawGit(t, repo, "config", "url."+decoy+".insteadOf", g.srv.mirrorFor(r.repo.CommonDir))
+	writeFile(t, filepath.Join(seed, "more"), "more\n")
+	rawGit(t, seed, "add", "more")
+	rawGit(t, seed, "commit", "-q", "-m", "more")
+	rawGit(t, seed, "push", "-q", bare, "main")
 	ctx := context.Background()
 	src := fetchSource{name: "origin", urls: []remoteURL{{url: bare, local: true}}}
 	if _, err := g.srv.fetchRefs(ctx, r, src, "", false, false); err != nil {
