@@ -80,6 +80,8 @@ type fakeModel struct {
 
 	mu   sync.Mutex
 	seen []seenRequest
+	// discard: do not keep requests (benchmarks).
+	discard bool
 
 	// override, when set, answers instead of the built-in behaviour (after
 	// the request was recorded).
@@ -111,7 +113,9 @@ func (f *fakeModel) last(t testing.TB) seenRequest {
 func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
-	f.seen = append(f.seen, seenRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Host: r.Host, Header: r.Header.Clone(), Body: body})
+	if !f.discard {
+		f.seen = append(f.seen, seenRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Host: r.Host, Header: r.Header.Clone(), Body: body})
+	}
 	override := f.override
 	f.mu.Unlock()
 	if override != nil {

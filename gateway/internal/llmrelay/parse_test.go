@@ -148,7 +148,7 @@ func TestMeter(t *testing.T) {
 				"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"model\":\"gpt-5\",\"usage\":{\"input_tokens\":11,\"output_tokens\":22,\"total_tokens\":33}}}\n\n",
 			wantModel: "gpt-5", want: Usage{Input: 11, Output: 22}, wantFinal: true},
 		{name: "vllm continuous usage", sse: true,
-			in: "data: {\"model\":\"m\",\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\ndata: {\"model\":\"m\",\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
+			in:        "data: {\"model\":\"m\",\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\ndata: {\"model\":\"m\",\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
 			wantModel: "m", want: Usage{Input: 5, Output: 2}, wantFinal: true},
 		{name: "negative and huge counts clamped", sse: false, in: `{"model":"m","usage":{"input_tokens":-5,"output_tokens":99999999999999999}}`,
 			wantModel: "m", want: Usage{Output: maxTokenCount}, wantFinal: true},

@@ -279,7 +279,7 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *call, body 
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
 		r.relayError(w, c, resp)
 	default:
-		r.relayBody(w, rc, c, resp, cancel)
+		r.relayBody(w, rc, req.Context(), c, resp, cancel)
 	}
 }
 
@@ -303,7 +303,7 @@ func (r *Relay) relayError(w http.ResponseWriter, c *call, resp *http.Response) 
 
 // relayBody streams a successful response through unchanged, flushing SSE
 // events as they arrive and metering usage on the way.
-func (r *Relay) relayBody(w http.ResponseWriter, rc *http.ResponseController, c *call, resp *http.Response, cancel context.CancelFunc) {
+func (r *Relay) relayBody(w http.ResponseWriter, rc *http.ResponseController, agentCtx context.Context, c *call, resp *http.Response, cancel context.CancelFunc) {
 	sse := strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream")
 	c.stream = c.stream || sse
 	c.p.copyResponseHeader(w.Header(), resp.Header)
@@ -344,6 +344,10 @@ func (r *Relay) relayBody(w http.ResponseWriter, rc *http.ResponseController, c 
 			break
 		}
 		if rerr != nil {
+			if agentCtx.Err() != nil {
+				c.note("the agent went away")
+				break
+			}
 			if idle.Load() {
 				c.note("upstream sent nothing for %s: call aborted", r.idleTimeout)
 			} else {

@@ -1,6 +1,7 @@
 package llmrelay
 
 import (
+	"compress/gzip"
 	"io"
 	"net/http"
 	"strings"
@@ -187,6 +188,69 @@ func TestStreamIdle(t *testing.T) {
 	}
 	c := tr.sink.waitCalls(t, 1)[0]
 	if !strings.Contains(c.Error, "sent nothing") {
+		t.Fatalf("record %+v", c)
+	}
+}
+
+// TestAgentGoesAway: an agent that hangs up mid-stream cancels the
+// upstream call, and the call is still recorded and charged (estimated),
+// so hanging up before the usage report does not dodge the budget.
+func TestAgentGoesAway(t *testing.T) {
+	tr := startRelay(t)
+	upstreamDone := make(chan struct{})
+	tr.model.override = func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		defer close(upstreamDone)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, openAISSEBody)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+			t.Error("the upstream call was not cancelled when the agent went away")
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, tr.url+"/openai/chat/completions", strings.NewReader(openAIStreamBody))
+	req.Header.Set("Authorization", "Bearer "+tokenS1)
+	resp, err := tr.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 10)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	tr.srv.CloseClientConnections()
+	<-upstreamDone
+	c := tr.sink.waitCalls(t, 1)[0]
+	if !strings.Contains(c.Error, "went away") || !strings.Contains(c.Error, "estimated") || c.OutputTokens == 0 {
+		t.Fatalf("record %+v", c)
+	}
+	if tokens, _ := tr.relay.Spent("s1"); tokens == 0 {
+		t.Fatal("not charged")
+	}
+}
+
+// TestCompressedUpstream: a gzip-encoded upstream response is decoded by
+// the relay's transport (which asked for it), metered, and passed on.
+func TestCompressedUpstream(t *testing.T) {
+	tr := startRelay(t)
+	tr.model.override = func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			writeSSE(w, anthropicSSE)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, anthropicJSON)
+		_ = zw.Close()
+	}
+	resp, body := tr.do(t, http.MethodPost, "/anthropic/v1/messages", anthropicBody, map[string]string{"X-Api-Key": tokenS1, "Accept-Encoding": "br"})
+	if resp.StatusCode != http.StatusOK || string(body) != anthropicJSON {
+		t.Fatalf("status %d: %q", resp.StatusCode, body)
+	}
+	if c := tr.sink.waitCalls(t, 1)[0]; c.InputTokens != 10 || c.OutputTokens != 20 {
 		t.Fatalf("record %+v", c)
 	}
 }
