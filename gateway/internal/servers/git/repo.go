@@ -35,6 +35,7 @@ var workspaceConfig = []string{
 	"commit.template=",
 	"init.templateDir=",
 	"diff.external=",
+	"diff.orderFile=/dev/null",
 	"gc.auto=0",
 	"maintenance.auto=false",
 	"log.showSignature=false",
