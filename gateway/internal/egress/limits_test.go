@@ -507,3 +507,53 @@ func TestProxyMaxConnections(t *testing.T) {
 		t.Fatalf("after a slot freed: %q, %v", buf, err)
 	}
 }
+
+// A TLS tunnel (SNI checked, ClientHello replayed with a write deadline)
+// that stays busy for longer than IdleTimeout is not cut.
+func TestProxyBusyTLSTunnelOutlivesIdleTimeout(t *testing.T) {
+	_, port, roots := tlsUpstream(t)
+	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) { c.IdleTimeout = 500 * time.Millisecond }))
+	client := proxyClient(tp.addr, tokenS1, roots)
+	client.Transport.(*http.Transport).DisableKeepAlives = false
+	defer client.CloseIdleConnections()
+	url := "https://example.com:" + strconv.Itoa(port) + "/"
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("GET over a busy tunnel: %v", err)
+		}
+		body(t, resp)
+		time.Sleep(50 * time.Millisecond)
+	}
+	client.CloseIdleConnections()
+	ev := tp.sink.wait(t, 1)
+	if ev.Decision != "allow" || ev.Error != "" && !strings.Contains(ev.Error, "closed") {
+		t.Fatalf("event %+v", ev)
+	}
+	if n := tp.sink.count(); n != 1 {
+		t.Fatalf("%d tunnels for one kept-alive client; want 1", n)
+	}
+}
+
+// Bytes a client sends right behind its CONNECT head (before the 200) are
+// not lost.
+func TestProxyEarlyClientBytes(t *testing.T) {
+	port := echoUpstream(t)
+	tp := startProxy(t, port, withConfig(noSNI))
+	c, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	target := hostPort("example.com", port)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\nProxy-Authorization: "+basicAuth(tokenS1)+"\r\n\r\nearly-bytes"); err != nil {
+		t.Fatal(err)
+	}
+	want := "HTTP/1.1 200 Connection established\r\n\r\nearly-bytes"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
+		t.Fatalf("read %q, %v; want %q", got, err, want)
+	}
+}

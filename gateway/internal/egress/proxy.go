@@ -349,8 +349,42 @@ func (w *respWriter) Flush() {
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 
+// Hijack hands the client connection over (for CONNECT). Bytes the client
+// sent after its request head, which net/http may already have buffered,
+// stay readable: goproxy drops the bufio.ReadWriter, so the connection
+// returned reads them first.
 func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if brw != nil && brw.Reader.Buffered() > 0 {
+		return &bufConn{Conn: c, r: brw.Reader}, brw, nil
+	}
+	return c, brw, nil
+}
+
+// bufConn reads what net/http buffered before reading the connection.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// NetConn returns the connection under the buffer; call takeBuffered first.
+func (c *bufConn) NetConn() net.Conn { return c.Conn }
+
+// takeBuffered returns the bytes still buffered (and consumes them).
+func (c *bufConn) takeBuffered() []byte {
+	n := c.r.Buffered()
+	if n == 0 {
+		return nil
+	}
+	b, _ := c.r.Peek(n)
+	out := append([]byte(nil), b...)
+	_, _ = c.r.Discard(n)
+	return out
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.

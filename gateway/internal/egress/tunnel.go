@@ -79,6 +79,21 @@ func (p *Proxy) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) 
 			return
 		}
 	}
+	if bc, ok := client.(*bufConn); ok {
+		// Bytes the client sent early and the parser above did not need:
+		// pass them on before relaying the raw sockets.
+		if rest := bc.takeBuffered(); len(rest) > 0 {
+			_ = target.SetWriteDeadline(time.Now().Add(p.cfg.IdleTimeout))
+			n, err := target.Write(rest)
+			st.up.Add(int64(n))
+			if err != nil {
+				st.fail(err)
+				return
+			}
+		}
+	}
+	_ = client.SetDeadline(time.Time{})
+	_ = target.SetDeadline(time.Time{}) // the relay's watchdog bounds idleness from here
 	if err := p.relay(st, client, target); err != nil {
 		st.fail(err)
 	}
