@@ -1,8 +1,11 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -30,6 +33,21 @@ func (g GitHubConfig) TokenVariable() string {
 		return DefaultGitHubTokenEnv
 	}
 	return g.TokenEnv
+}
+
+// Token returns the gateway's GitHub token: the content of TokenFile when
+// set (surrounding whitespace removed), else the TokenVariable environment
+// variable. An empty result is not an error (the github server then answers
+// every call that it has no token). The token is never part of an error.
+func (g GitHubConfig) Token(getenv func(string) string) (string, error) {
+	if g.TokenFile == "" {
+		return strings.TrimSpace(getenv(g.TokenVariable())), nil
+	}
+	b, err := os.ReadFile(g.TokenFile)
+	if err != nil {
+		return "", &FieldError{Field: "github.token_file", Err: fmt.Errorf("reading the token: %w", err)}
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // Validate implements Validator.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +146,40 @@ func TestLaunchEnvMissingSecret(t *testing.T) {
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "servers.notes.env.TOKEN" || !strings.Contains(err.Error(), "$NOTES_TOKEN") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestGitHubToken(t *testing.T) {
+	file := t.TempDir() + "/token"
+	if err := os.WriteFile(file, []byte("ghp_fromfile\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) string {
+		return map[string]string{"GITHUB_TOKEN": "ghp_fromenv", "GH_BOT": " ghp_bot "}[k]
+	}
+	tests := []struct {
+		name    string
+		cfg     GitHubConfig
+		want    string
+		wantErr string
+	}{
+		{name: "default variable", cfg: GitHubConfig{}, want: "ghp_fromenv"},
+		{name: "named variable", cfg: GitHubConfig{TokenEnv: "GH_BOT"}, want: "ghp_bot"},
+		{name: "file wins", cfg: GitHubConfig{TokenFile: file}, want: "ghp_fromfile"},
+		{name: "missing file", cfg: GitHubConfig{TokenFile: file + ".nope"}, wantErr: "github.token_file: reading the token"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.cfg.Token(env)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("Token = %q, %v", got, err)
+			}
+		})
 	}
 }
