@@ -122,6 +122,10 @@ type Credentials struct {
 	// credential helper at each use, never by the server into memory except
 	// to redact it from output.
 	TokenFile string
+	// Token is the token itself, for a gateway that receives it in its
+	// environment: New writes it to a 0600 file in MirrorDir and uses that
+	// as TokenFile. Set at most one of Token and TokenFile.
+	Token string
 	// TokenUser is the user name sent with the token (default
 	// "x-access-token").
 	TokenUser string

@@ -14,8 +14,22 @@ import (
 	"ironcurtain.dev/gateway/internal/gitexec"
 )
 
-// credentialHelperName is the helper script's file name in MirrorDir.
-const credentialHelperName = "credential-helper"
+// File names in MirrorDir: the credential helper script and the token
+// written from Credentials.Token.
+const (
+	credentialHelperName = "credential-helper"
+	tokenFileName        = "token"
+)
+
+// writePrivate writes a 0600 file atomically.
+func writePrivate(path string, data []byte) error {
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
 
 // safeScriptPath matches the paths the helper script and GIT_SSH_COMMAND
 // embed (they are read by a shell).
@@ -56,6 +70,19 @@ func safeHost(h string) bool {
 // printf, a shell builtin, so no process ever carries it in argv either.
 func (s *Server) setupCredentials() error {
 	c := &s.creds
+	if c.Token != "" {
+		if c.TokenFile != "" {
+			return errors.New("configuring git server: set Credentials.Token or Credentials.TokenFile, not both")
+		}
+		if strings.ContainsAny(c.Token, "\n\r\x00 ") {
+			return errors.New("configuring git server: Credentials.Token contains whitespace or control characters")
+		}
+		f := filepath.Join(s.mirrorDir, tokenFileName)
+		if err := writePrivate(f, []byte(c.Token+"\n")); err != nil {
+			return fmt.Errorf("writing git token file: %w", err)
+		}
+		c.TokenFile, c.Token = f, ""
+	}
 	for name, p := range map[string]string{"TokenFile": c.TokenFile, "SSHKeyFile": c.SSHKeyFile, "SSHKnownHostsFile": c.SSHKnownHostsFile} {
 		if p != "" && !safeScriptPath(p) {
 			return fmt.Errorf("configuring git server: Credentials.%s %q must be an absolute path of letters, digits and ./_-+@", name, p)

@@ -559,3 +559,28 @@ func TestLocalRemotes(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenFromValue: a token given as a value (from the gateway's
+// environment) is written to a private file in the mirror directory and
+// served by the helper like a token file.
+func TestTokenFromValue(t *testing.T) {
+	tok := newToken(t)
+	g := newGenv(t, func(c *Config) { c.Credentials = Credentials{Token: tok} })
+	f := filepath.Join(g.mirror, tokenFileName)
+	fi, err := os.Stat(f)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file %v, %v", fi, err)
+	}
+	cmd := exec.Command(filepath.Join(g.mirror, credentialHelperName), "get")
+	cmd.Stdin = strings.NewReader("protocol=https\nhost=github.com\n\n")
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "password="+tok) {
+		t.Fatalf("helper: %q, %v", out, err)
+	}
+	if g.srv.creds.Token != "" {
+		t.Fatal("the server keeps the token value in its config")
+	}
+	if _, err := New(Config{Sandbox: g.sandbox, MirrorDir: g.mirror, Credentials: Credentials{Token: tok, TokenFile: f}}); err == nil {
+		t.Fatal("both Token and TokenFile accepted")
+	}
+}
