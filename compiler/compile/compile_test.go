@@ -90,7 +90,10 @@ func FuzzCheckWithin(f *testing.F) {
 
 func TestPatchApply(t *testing.T) {
 	base := []policy.CompiledRule{r("a", policy.Allow, policy.RuleCondition{}), r("b", policy.Allow, policy.RuleCondition{}), r("c", policy.Allow, policy.RuleCondition{})}
-	nr := func(name string) *policy.CompiledRule { x := r(name, policy.Escalate, policy.RuleCondition{}); return &x }
+	nr := func(name string) *policy.CompiledRule {
+		x := r(name, policy.Escalate, policy.RuleCondition{})
+		return &x
+	}
 	tests := []struct {
 		name    string
 		ops     []patchOp

@@ -106,3 +106,32 @@ servers:
 		})
 	}
 }
+
+func FuzzLoad(f *testing.F) {
+	f.Add("sandbox: /w\nservers:\n  git:\n    allowed_domains: [github.com]\n", false)
+	f.Add(`{"mcpServers": {"a": {"command": "x", "args": ["y"], "env": {"K": "V"}}}}`, true)
+	f.Add("servers: {a: {command: [1]}}", false)
+	f.Fuzz(func(t *testing.T, body string, isJSON bool) {
+		name := "gateway.yaml"
+		if isJSON {
+			name = "servers.json"
+		}
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(p, "/home/u")
+		if err != nil {
+			return
+		}
+		if !filepath.IsAbs(c.Sandbox) {
+			t.Fatalf("relative sandbox %q", c.Sandbox)
+		}
+		for _, s := range c.Servers {
+			if s.Name == "" || strings.Contains(s.Name, "__") {
+				t.Fatalf("accepted server name %q", s.Name)
+			}
+		}
+		_ = c.Settings("/home/u")
+	})
+}
