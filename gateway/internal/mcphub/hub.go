@@ -243,6 +243,7 @@ func (h *Hub) buildMCP() {
 		server.WithToolCapabilities(false),
 		server.WithLogging(),
 		server.WithHooks(hooks),
+		server.WithRecovery(),
 		server.WithInstructions("Tools of the IronCurtain gateway. Every call is checked by policy, "+
 			"recorded, and may wait for a human's approval."),
 	)
