@@ -117,3 +117,32 @@ func TestShippedTranscriptsParse(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseTranscript: any input is either rejected with an error or
+// yields a transcript whose every step is playable; never a panic.
+func FuzzParseTranscript(f *testing.F) {
+	for _, s := range []string{
+		"steps:\n  - code: return 1\n  - expect: {status: ok, contains: [x]}\n    final: y\n",
+		`{"steps":[{"final":"x","usage":{"input":1,"output":2}}]}`,
+		"steps: [{code: '', final: ''}]", "steps: 3", "- a\n- b", "&a [*a]", "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		r, err := ParseTranscript(raw)
+		if err != nil {
+			return
+		}
+		var conv []Message
+		for i := range r.Transcript().Steps {
+			resp, err := r.Complete(context.Background(), Request{Messages: append(conv, Message{Role: User, Results: []ToolResult{{Content: "status: ok"}}})})
+			if err != nil && !errors.Is(err, ErrExpectation) {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			if err == nil && resp.Text == "" && len(resp.Calls) == 0 && r.Transcript().Steps[i].Say == "" {
+				t.Fatalf("step %d produced nothing", i)
+			}
+			conv = append(conv, Message{Role: User}, Message{Role: Assistant})
+		}
+	})
+}

@@ -297,3 +297,35 @@ func TestStuckScriptPoisonsTheSandbox(t *testing.T) {
 		t.Errorf("poisoned sandbox ran code: %+v", again)
 	}
 }
+
+// FuzzRun feeds arbitrary source to the sandbox: it must never panic,
+// always come back within its bounds, and never leave the sandbox unusable
+// unless it says so.
+func FuzzRun(f *testing.F) {
+	for _, s := range []string{
+		"return 1", "while(true){}", "const x: = ;", "throw {}", "return git.status({path: '/w'})",
+		"console.log('x'.repeat(5000))", "await new Promise(() => {})", "function f(): any { return f() } f()",
+		"`${", "/(a+)+$/.test('aaaaaaaaaaaaaaaaaaaaaaaa!')", "return new Proxy({}, {get: () => { throw 1 }})",
+		"}); globalThis.x = 1; (async () => {", "//# sourceMappingURL=/etc/passwd",
+	} {
+		f.Add(s)
+	}
+	sb := newTestSandbox(&fakeCaller{}, Limits{ScriptTime: 50 * time.Millisecond, MaxOutput: 2048, MaxToolCalls: 3, Grace: 5 * time.Second})
+	f.Fuzz(func(t *testing.T, code string) {
+		start := time.Now()
+		res := sb.Run(context.Background(), code)
+		if took := time.Since(start); took > 6*time.Second {
+			t.Fatalf("run took %v", took)
+		}
+		if len(res.Output) > 2048+len("\n[output truncated]\n") {
+			t.Fatalf("output %d bytes over the limit", len(res.Output))
+		}
+		if res.Err != nil && res.Err.Kind == KindStuck {
+			t.Fatalf("stuck on %q", code)
+		}
+		if res.Err != nil && res.Err.Kind == KindInternal {
+			t.Fatalf("internal failure on %q: %v", code, res.Err)
+		}
+		_ = res.Report()
+	})
+}
