@@ -36,6 +36,7 @@ const (
 //	    nightly: {max_cost_usd: 50}
 //	  prices:
 //	    "llama3.1": {input_per_mtok: 0, output_per_mtok: 0}
+//	  unsafe_allow_server_tools: false  # provider-side web/MCP tools
 type RelayConfig struct {
 	// Anthropic is the upstream of /llm/anthropic.
 	Anthropic RelayProvider `yaml:"anthropic"`
@@ -56,6 +57,10 @@ type RelayConfig struct {
 	// Prices add to or override the built-in price table, keyed by model
 	// name prefix.
 	Prices map[string]RelayPrice `yaml:"prices"`
+	// UnsafeAllowServerTools lets model calls use provider-side tools that
+	// reach the network (web search/fetch, remote MCP servers): they
+	// bypass the egress proxy's allowlist.
+	UnsafeAllowServerTools bool `yaml:"unsafe_allow_server_tools"`
 }
 
 // RelayProvider is one upstream model API.

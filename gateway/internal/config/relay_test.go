@@ -24,6 +24,7 @@ relay:
   prices:
     "llama3.1": {input_per_mtok: 0, output_per_mtok: 0}
     "my-model": {input_per_mtok: 1, output_per_mtok: 2, cache_read_per_mtok: 0.5}
+  unsafe_allow_server_tools: true
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +38,9 @@ relay:
 	}
 	if r.Timeout != 5*time.Minute || r.StreamIdleTimeout != 30*time.Second || r.MaxConcurrentPerSession != 4 || r.MaxBodyBytes != 1<<20 {
 		t.Fatalf("relay %+v", r)
+	}
+	if !r.UnsafeAllowServerTools {
+		t.Fatal("unsafe_allow_server_tools not read")
 	}
 	if r.Budget.MaxTokens != 1000000 || r.Budget.MaxCostUSD != 12.5 || r.SessionBudgets["nightly"].MaxCostUSD != 50 {
 		t.Fatalf("budgets %+v %+v", r.Budget, r.SessionBudgets)

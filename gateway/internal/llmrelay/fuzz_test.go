@@ -99,6 +99,8 @@ func FuzzParseRequestBody(f *testing.F) {
 	f.Add([]byte(`{"model":"m","stream":true,"stream_options":{"include_usage":false,"x":[1]}}`), true)
 	f.Add([]byte(`{"model":"m","MODEL":"n"}`), false)
 	f.Add([]byte(`{"stream":true}  `), true)
+	f.Add([]byte(`{"tools":[{"type":"function"},{"typ\u0065":"mcp","Type":"x"}],"mcp_servers":null}`), false)
+	f.Add([]byte(`{"tools":[{"type":"web_fetch_20250910"}]}`), false)
 	f.Fuzz(func(t *testing.T, data []byte, streamUsage bool) {
 		info, err := parseRequestBody(data, streamUsage)
 		if err != nil {
@@ -106,6 +108,9 @@ func FuzzParseRequestBody(f *testing.F) {
 		}
 		if !json.Valid(info.body) {
 			t.Fatalf("accepted body became invalid: %q", info.body)
+		}
+		if info.networkTool == "" {
+			assertNoNetworkTool(t, data)
 		}
 		if !info.addedStreamUsage {
 			if !bytes.Equal(info.body, data) {
@@ -137,4 +142,30 @@ func FuzzParseRequestBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// assertNoNetworkTool fails when encoding/json's reading of body (exact
+// member names, as the providers read them) has a network tool the relay
+// did not report.
+func assertNoNetworkTool(t *testing.T, body []byte) {
+	t.Helper()
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return
+	}
+	for _, k := range []string{"mcp_servers", "web_search_options"} {
+		if v, ok := top[k]; ok && !isNull(v) && string(v) != "[]" {
+			t.Fatalf("%s not reported", k)
+		}
+	}
+	var tools []map[string]json.RawMessage
+	if json.Unmarshal(top["tools"], &tools) != nil {
+		return
+	}
+	for _, tool := range tools {
+		var typ string
+		if json.Unmarshal(tool["type"], &typ) == nil && isNetworkTool(typ) {
+			t.Fatalf("tool type %q not reported", typ)
+		}
+	}
 }

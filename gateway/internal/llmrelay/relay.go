@@ -60,6 +60,10 @@ type Config struct {
 	SessionBudgets map[string]Budget
 	// Prices add to or override DefaultPrices, keyed by model prefix.
 	Prices map[string]Price
+	// UnsafeAllowServerTools lets requests use provider-side tools that
+	// reach the network (web search and fetch, remote MCP servers), which
+	// bypass the egress proxy's allowlist.
+	UnsafeAllowServerTools bool
 	// Getenv reads the API keys (os.Getenv when nil). Keys are read once,
 	// by New.
 	Getenv func(string) string
@@ -95,6 +99,8 @@ type Relay struct {
 	maxBody     int64
 	timeout     time.Duration
 	idleTimeout time.Duration
+	// unsafeServerTools: see Config.UnsafeAllowServerTools.
+	unsafeServerTools bool
 
 	auth      session.Authenticator
 	sink      audit.Sink
@@ -130,11 +136,13 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		maxBody:     orDefault(cfg.MaxBodyBytes, DefaultMaxBodyBytes),
 		timeout:     orDefault(cfg.Timeout, DefaultTimeout),
 		idleTimeout: orDefault(cfg.StreamIdleTimeout, DefaultStreamIdleTimeout),
-		auth:        deps.Auth,
-		sink:        deps.Sink,
-		ledger:      newLedger(cfg.Budget, cfg.SessionBudgets, deps.Spend, orDefault(cfg.MaxConcurrentPerSession, DefaultMaxConcurrentPerSession)),
-		prices:      newPriceTable(cfg.Prices),
-		log:         log,
+
+		unsafeServerTools: cfg.UnsafeAllowServerTools,
+		auth:              deps.Auth,
+		sink:              deps.Sink,
+		ledger:            newLedger(cfg.Budget, cfg.SessionBudgets, deps.Spend, orDefault(cfg.MaxConcurrentPerSession, DefaultMaxConcurrentPerSession)),
+		prices:            newPriceTable(cfg.Prices),
+		log:               log,
 	}
 	if !strings.HasPrefix(r.prefix, "/") {
 		return nil, fmt.Errorf("creating model relay: prefix %q must start with /", cfg.Prefix)
@@ -209,6 +217,7 @@ func ConfigFrom(c config.RelayConfig) Config {
 		Timeout:                 c.Timeout,
 		StreamIdleTimeout:       c.StreamIdleTimeout,
 		MaxConcurrentPerSession: c.MaxConcurrentPerSession,
+		UnsafeAllowServerTools:  c.UnsafeAllowServerTools,
 		Budget:                  Budget{MaxTokens: c.Budget.MaxTokens, MaxCostUSD: c.Budget.MaxCostUSD},
 	}
 	if len(c.SessionBudgets) > 0 {

@@ -2,10 +2,12 @@ package llmrelay
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -19,6 +21,9 @@ type requestInfo struct {
 	body   []byte // the body to send upstream
 	// addedStreamUsage: the relay set stream_options.include_usage.
 	addedStreamUsage bool
+	// networkTool names a provider-side tool that reaches the network
+	// (see networkToolIn), "" when there is none.
+	networkTool string
 }
 
 var errNotObject = errors.New("the request body must be one JSON object")
@@ -72,6 +77,16 @@ func parseRequestBody(b []byte, streamUsage bool) (requestInfo, error) {
 			optEnd = int(dec.InputOffset())
 			optStart = optEnd - len(raw)
 			opts = raw
+		case "tools":
+			t, err := networkToolIn(raw)
+			if err != nil {
+				return info, err
+			}
+			info.networkTool = cmp.Or(info.networkTool, t)
+		case "mcp_servers", "web_search_options":
+			if !isNull(raw) && !bytes.Equal(raw, []byte("[]")) {
+				info.networkTool = cmp.Or(info.networkTool, key)
+			}
 		}
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
@@ -124,4 +139,71 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// networkToolIn finds, in a "tools" array, a tool the provider runs itself
+// and that reaches the network on the agent's behalf: Anthropic's
+// web_search_* and web_fetch_* server tools, OpenAI's web_search* and
+// remote "mcp" tools. Such a tool would fetch agent-chosen URLs (or put
+// agent-chosen data in requests to them) around the egress proxy. Tool
+// objects are read with exact member names and duplicate members are
+// refused, so no spelling hides a type from the relay that the provider
+// would honour.
+func networkToolIn(raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var tools []json.RawMessage
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return "", errors.New("tools must be an array")
+	}
+	for _, t := range tools {
+		members, err := objectMembers(t)
+		if err != nil {
+			return "", fmt.Errorf("tools: %w", err)
+		}
+		var typ string
+		if raw, ok := members["type"]; ok && json.Unmarshal(raw, &typ) != nil {
+			return "", errors.New("tools: a tool type must be a string")
+		}
+		if isNetworkTool(typ) {
+			return truncate(typ, 40), nil
+		}
+	}
+	return "", nil
+}
+
+func isNetworkTool(typ string) bool {
+	return typ == "mcp" || strings.HasPrefix(typ, "web_search") || strings.HasPrefix(typ, "web_fetch")
+}
+
+func isNull(raw json.RawMessage) bool { return bytes.Equal(raw, []byte("null")) }
+
+// objectMembers reads one JSON object's members with exact names,
+// refusing duplicates.
+func objectMembers(raw json.RawMessage) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("an element is not a JSON object")
+	}
+	out := make(map[string]json.RawMessage, 4)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("reading an object: %w", err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("an element is not a JSON object")
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("an object has the member %q twice", truncate(key, 40))
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("reading an object: %w", err)
+		}
+		out[key] = v
+	}
+	return out, nil
 }

@@ -122,6 +122,11 @@ func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		c.model, c.stream, c.reqBytes = info.model, info.stream, len(body)
+		if info.networkTool != "" && !r.unsafeServerTools {
+			r.refuse(w, req, c, &refusal{status: http.StatusForbidden, kind: kindPermission, reason: "server_tool", noRetry: true,
+				msg: fmt.Sprintf("provider-side network tools (%s) are refused: they would reach the internet around the gateway's egress proxy; an operator can set relay.unsafe_allow_server_tools", info.networkTool)})
+			return
+		}
 		if info.addedStreamUsage {
 			c.note("added stream_options.include_usage")
 		}
