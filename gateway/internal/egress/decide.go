@@ -23,9 +23,9 @@ type refusal struct {
 }
 
 // decide runs the checks that do not need the network, in order:
-// authentication, audit health, port, IP-literal address, host allowlist
-// (deployment, then session approvals, then a human if configured), and the
-// session's tunnel cap. It records the outcome in st and returns nil when
+// authentication, audit health, port, IP-literal address, the session's
+// tunnel cap, and the host allowlist (deployment, then session approvals,
+// then a human if configured). It records the outcome in st and returns nil when
 // the request may be dialed.
 func (p *Proxy) decide(ctx context.Context, r *http.Request, st *reqState, h netpolicy.Host, port int) *refusal {
 	st.host, st.port = h, port
@@ -45,16 +45,18 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, st *reqState, h net
 			return p.refuse(st, addressRefusal(err))
 		}
 	}
-	rule, reason, ref := p.decideHost(ctx, st, h, port)
-	if ref != nil {
-		return p.refuse(st, ref)
-	}
+	// The slot is taken before the host decision so that requests waiting
+	// for a human count against the cap too; finish gives it back.
 	release, ok := p.acquire(sessID)
 	if !ok {
 		return p.refuse(st, &refusal{http.StatusTooManyRequests, ruleSessionCap,
 			"the session already has " + strconv.Itoa(p.cfg.MaxTunnelsPerSession) + " open connections"})
 	}
 	st.release = release
+	rule, reason, ref := p.decideHost(ctx, st, h, port)
+	if ref != nil {
+		return p.refuse(st, ref)
+	}
 	st.allow(rule, reason)
 	return nil
 }

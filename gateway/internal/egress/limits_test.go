@@ -557,3 +557,35 @@ func TestProxyEarlyClientBytes(t *testing.T) {
 		t.Fatalf("read %q, %v; want %q", got, err, want)
 	}
 }
+
+// Requests waiting for a human hold a session slot: an agent cannot pile up
+// escalations beyond its cap.
+func TestProxyPendingEscalationsCountAgainstCap(t *testing.T) {
+	port := echoUpstream(t)
+	esc := &fakeEscalator{approve: true, delay: 2 * time.Second}
+	res := newFakeResolver().set("example.com", "127.0.0.1").set("new.test", "127.0.0.1")
+	tp := startProxy(t, port,
+		withConfig(func(c *ProxyConfig) {
+			noSNI(c)
+			c.EscalateUnknownHosts = true
+			c.MaxTunnelsPerSession = 1
+			c.Resolver = res
+		}),
+		withDeps(func(d *Deps) { d.Escalator = esc }))
+	pending := make(chan int, 1)
+	go func() {
+		c, resp := rawConnect(t, tp.addr, hostPort("new.test", port), basicAuth(tokenS1))
+		c.Close()
+		pending <- resp.StatusCode
+	}()
+	waitFor(t, func() bool { return esc.count() == 1 })
+	c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
+	body(t, resp)
+	c.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second request while one waits for a human: %d; want 429", resp.StatusCode)
+	}
+	if s := <-pending; s != http.StatusOK {
+		t.Fatalf("escalated request: %d", s)
+	}
+}
