@@ -227,6 +227,16 @@ func TestFetch(t *testing.T) {
 			want: want{isError: true, contains: []string{"127.0.0.1 is not on the fetch allowlist"}, decisions: []string{"deny"}},
 		},
 		{
+			name: "enclosed-alphanumeric IP notation is an IP too",
+			args: func(f *fixture) map[string]any { return map[string]any{"url": "http://①②⑦.⓪.⓪.①:" + strconv.Itoa(f.port) + "/"} },
+			want: want{isError: true, contains: []string{"127.0.0.1 is not on the fetch allowlist"}, decisions: []string{"deny"}},
+		},
+		{
+			name: "upper case and one trailing dot are the same host",
+			args: func(f *fixture) map[string]any { return map[string]any{"url": f.url("DOCS.Example.COM.", "/plain")} },
+			want: want{contains: []string{"URL: http://docs.example.com:", "0123456789"}, hits: 1, decisions: []string{"allow"}},
+		},
+		{
 			name: "allowed name resolving to the metadata address",
 			args: func(f *fixture) map[string]any { return map[string]any{"url": f.url("meta.example.com", "/page")} },
 			want: want{isError: true, contains: []string{"meta.example.com resolves to a private or internal address"}, absent: []string{"169.254"}, decisions: []string{"deny"}},
@@ -442,6 +452,9 @@ func TestFetchArguments(t *testing.T) {
 		{name: "backslash confusion", args: map[string]any{"url": `https://evil.example.org\@docs.example.com/`}, want: "invalid url"},
 		{name: "port out of range", args: map[string]any{"url": "https://docs.example.com:65536/"}, want: "invalid url"},
 		{name: "control character", args: map[string]any{"url": "https://docs.example.com\t/"}, want: "invalid url"},
+		{name: "two trailing dots", args: map[string]any{"url": "https://docs.example.com../"}, want: "invalid url"},
+		{name: "percent-escaped host", args: map[string]any{"url": "https://docs%2eexample.com/"}, want: "invalid url"},
+		{name: "several at signs", args: map[string]any{"url": "https://a@b@docs.example.com/"}, want: "invalid url"},
 		{name: "relative url", args: map[string]any{"url": "/etc/passwd"}, want: "invalid url"},
 		{name: "unknown argument", args: map[string]any{"url": "https://docs.example.com/", "headers": map[string]any{"Authorization": "x"}}, want: `unknown argument "headers"`},
 		{name: "negative start", args: map[string]any{"url": "https://docs.example.com/", "start_index": -1.0}, want: "start_index must be"},
