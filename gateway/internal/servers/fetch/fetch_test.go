@@ -228,7 +228,9 @@ func TestFetch(t *testing.T) {
 		},
 		{
 			name: "enclosed-alphanumeric IP notation is an IP too",
-			args: func(f *fixture) map[string]any { return map[string]any{"url": "http://①②⑦.⓪.⓪.①:" + strconv.Itoa(f.port) + "/"} },
+			args: func(f *fixture) map[string]any {
+				return map[string]any{"url": "http://①②⑦.⓪.⓪.①:" + strconv.Itoa(f.port) + "/"}
+			},
 			want: want{isError: true, contains: []string{"127.0.0.1 is not on the fetch allowlist"}, decisions: []string{"deny"}},
 		},
 		{
