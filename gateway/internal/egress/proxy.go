@@ -167,6 +167,11 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	for _, pat := range c.Allow {
+		if pat.String() == "*" {
+			p.log.Warn(`egress: allowed_hosts contains "*": every host name may be reached (addresses are still checked)`)
+		}
+	}
 	p.gp = p.newGoproxy()
 	return p, nil
 }

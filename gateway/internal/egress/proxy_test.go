@@ -367,3 +367,64 @@ func TestProxyPlainHTTPSecondRequestRefused(t *testing.T) {
 		t.Fatalf("%d responses on one connection; want 1:\n%s", n, all)
 	}
 }
+
+// IPv6 targets: listed literals in brackets work; the IPv4-mapped spelling of
+// an allowed IPv4 range does not.
+func TestProxyIPv6Targets(t *testing.T) {
+	ln6, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	defer ln6.Close()
+	go func() {
+		for {
+			c, err := ln6.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port6 := ln6.Addr().(*net.TCPAddr).Port
+	port := echoUpstream(t)
+	tests := []struct {
+		name       string
+		allow      []string
+		unsafe     []string
+		target     string
+		wantStatus int
+		port       int
+	}{
+		{name: "listed v6 loopback with unsafe allow", allow: []string{"[0:0::1]"}, unsafe: []string{"::1/128"},
+			target: "[0:0:0:0:0:0:0:1]:" + strconv.Itoa(port6), wantStatus: 200, port: port6},
+		{name: "mapped loopback refused", allow: []string{"[::ffff:127.0.0.1]"}, unsafe: []string{"127.0.0.0/8"},
+			target: "[::ffff:127.0.0.1]:" + strconv.Itoa(port), wantStatus: 403},
+		{name: "v6 loopback not allowed by v4 prefix", allow: []string{"[::1]"}, unsafe: []string{"127.0.0.0/8"},
+			target: "[::1]:" + strconv.Itoa(port), wantStatus: 403},
+		{name: "wildcard never matches v6 literal", allow: []string{"*"}, unsafe: []string{"::1/128"},
+			target: "[::1]:" + strconv.Itoa(port), wantStatus: 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var prefixes []netip.Prefix
+			for _, u := range tt.unsafe {
+				prefixes = append(prefixes, netip.MustParsePrefix(u))
+			}
+			upstream := port
+			if tt.port != 0 {
+				upstream = tt.port
+			}
+			tp := startProxy(t, upstream, withConfig(func(c *ProxyConfig) {
+				noSNI(c)
+				c.Allow = netpolicy.MustParsePatterns(tt.allow...)
+				c.Addresses = netpolicy.AddressPolicy{UnsafeAllow: prefixes}
+			}))
+			c, resp := rawConnect(t, tp.addr, tt.target, basicAuth(tokenS1))
+			body(t, resp)
+			c.Close()
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status %d; want %d", resp.StatusCode, tt.wantStatus)
+			}
+		})
+	}
+}
