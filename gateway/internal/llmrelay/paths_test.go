@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPathAllowlist: only the model API paths are relayed; traversal,
@@ -157,5 +158,39 @@ func TestRequestBodyChecks(t *testing.T) {
 				t.Fatalf("model %q", c.Model)
 			}
 		})
+	}
+}
+
+// TestSlowBody: a client that trickles its body is cut off and its slot
+// freed; the connection's deadline does not leak into later requests.
+func TestSlowBody(t *testing.T) {
+	tr := startRelay(t, withConfig(func(c *Config) { c.MaxConcurrentPerSession = 1 }))
+	tr.relay.bodyTimeout = 200 * time.Millisecond
+	conn, err := net.Dial("tcp", tr.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /llm/anthropic/v1/messages HTTP/1.1\r\nHost: gw\r\nX-Api-Key: %s\r\nContent-Length: 1000\r\n\r\n{\"model\":", tokenS1)
+	start := time.Now()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if time.Since(start) > 4*time.Second {
+		t.Fatal("the slow body was not cut off")
+	}
+	// The session's only slot is free again, and keep-alive requests on a
+	// connection that read a body work after the deadline has passed.
+	if resp, body := tr.anthropic(t, tokenS1, anthropicBody); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if resp, body := tr.anthropic(t, tokenS1, anthropicBody); resp.StatusCode != http.StatusOK {
+		t.Fatalf("keep-alive request after the body deadline: status %d: %s", resp.StatusCode, body)
 	}
 }

@@ -101,6 +101,7 @@ type Relay struct {
 	idleTimeout time.Duration
 	// unsafeServerTools: see Config.UnsafeAllowServerTools.
 	unsafeServerTools bool
+	bodyTimeout       time.Duration // reading a request body
 
 	auth      session.Authenticator
 	sink      audit.Sink
@@ -138,6 +139,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		idleTimeout: orDefault(cfg.StreamIdleTimeout, DefaultStreamIdleTimeout),
 
 		unsafeServerTools: cfg.UnsafeAllowServerTools,
+		bodyTimeout:       bodyReadTimeout,
 		auth:              deps.Auth,
 		sink:              deps.Sink,
 		ledger:            newLedger(cfg.Budget, cfg.SessionBudgets, deps.Spend, orDefault(cfg.MaxConcurrentPerSession, DefaultMaxConcurrentPerSession)),

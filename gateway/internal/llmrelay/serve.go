@@ -27,6 +27,9 @@ const recordTimeout = 10 * time.Second
 // most "beta=true").
 const maxQueryBytes = 1024
 
+// bodyReadTimeout bounds reading a request body.
+const bodyReadTimeout = time.Minute
+
 // bytesPerToken is the rough size of a token used when an upstream does
 // not report usage (a stream cut short): sizes over 4 err high for JSON
 // and SSE framing, which is the safe side for budgets.
@@ -208,16 +211,28 @@ func sameToken(token *string, v string) error {
 // readBody reads and checks a POST body.
 func (r *Relay) readBody(w http.ResponseWriter, req *http.Request, ep endpoint, c *call) ([]byte, requestInfo, *refusal) {
 	if req.ContentLength > r.maxBody {
+		w.Header().Set("Connection", "close")
 		return nil, requestInfo{}, r.tooLarge()
 	}
+	// A client that trickles its body must not hold a slot for ever. The
+	// deadline is lifted again once the body is in (the connection's next
+	// request and the stream that follows must not inherit it).
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(r.bodyTimeout)) == nil
 	b, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.maxBody))
 	if err != nil {
+		// Do not wait for the rest of a body that is refused: close the
+		// connection after the answer (the expired deadline stays).
+		w.Header().Set("Connection", "close")
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, requestInfo{}, r.tooLarge()
 		}
 		c.note("reading the request body: %v", err)
 		return nil, requestInfo{}, &refusal{status: http.StatusBadRequest, kind: kindInvalid, reason: "body", msg: "could not read the request body"}
+	}
+	if deadline {
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	info, err := parseRequestBody(b, ep.streamUsage)
 	if err != nil {
