@@ -17,22 +17,22 @@ var pathTools = []struct {
 	tool string
 	args func(e *env, p string) map[string]any
 }{
-	{"read_text_file", func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
-	{"read_file", func(e *env, p string) map[string]any { return map[string]any{"path": p, "head": 1.0} }},
-	{"read_media_file", func(e *env, p string) map[string]any { return map[string]any{"path": p + ".png"} }},
-	{"read_multiple_files", func(e *env, p string) map[string]any { return map[string]any{"paths": []any{p}} }},
-	{"write_file", func(e *env, p string) map[string]any { return map[string]any{"path": p, "content": "pwned"} }},
-	{"edit_file", func(e *env, p string) map[string]any {
+	{tool: "read_text_file", args: func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
+	{tool: "read_file", args: func(e *env, p string) map[string]any { return map[string]any{"path": p, "head": 1.0} }},
+	{tool: "read_media_file", args: func(e *env, p string) map[string]any { return map[string]any{"path": p + ".png"} }},
+	{tool: "read_multiple_files", args: func(e *env, p string) map[string]any { return map[string]any{"paths": []any{p}} }},
+	{tool: "write_file", args: func(e *env, p string) map[string]any { return map[string]any{"path": p, "content": "pwned"} }},
+	{tool: "edit_file", args: func(e *env, p string) map[string]any {
 		return map[string]any{"path": p, "edits": []any{map[string]any{"oldText": "SECRET", "newText": "pwned"}}}
 	}},
-	{"create_directory", func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
-	{"list_directory", func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
-	{"list_directory_with_sizes", func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
-	{"directory_tree", func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
-	{"search_files", func(e *env, p string) map[string]any { return map[string]any{"path": p, "pattern": "**"} }},
-	{"get_file_info", func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
-	{"move_file", func(e *env, p string) map[string]any { return map[string]any{"source": p, "destination": p + "-moved"} }},
-	{"move_file", func(e *env, p string) map[string]any {
+	{tool: "create_directory", args: func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
+	{tool: "list_directory", args: func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
+	{tool: "list_directory_with_sizes", args: func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
+	{tool: "directory_tree", args: func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
+	{tool: "search_files", args: func(e *env, p string) map[string]any { return map[string]any{"path": p, "pattern": "**"} }},
+	{tool: "get_file_info", args: func(e *env, p string) map[string]any { return map[string]any{"path": p} }},
+	{tool: "move_file", args: func(e *env, p string) map[string]any { return map[string]any{"source": p, "destination": p + "-moved"} }},
+	{tool: "move_file", args: func(e *env, p string) map[string]any {
 		return map[string]any{"source": e.in("movable"), "destination": p}
 	}},
 }
@@ -281,12 +281,12 @@ func TestCheckUseSwap(t *testing.T) {
 		tool string
 		args func(e *env) map[string]any
 	}{
-		{"write_file", func(e *env) map[string]any { return map[string]any{"path": e.in("d/f"), "content": "pwned"} }},
-		{"edit_file", func(e *env) map[string]any {
+		{tool: "write_file", args: func(e *env) map[string]any { return map[string]any{"path": e.in("d/f"), "content": "pwned"} }},
+		{tool: "edit_file", args: func(e *env) map[string]any {
 			return map[string]any{"path": e.in("d/f"), "edits": []any{map[string]any{"oldText": "orig", "newText": "pwned"}}}
 		}},
-		{"read_text_file", func(e *env) map[string]any { return map[string]any{"path": e.in("d/f")} }},
-		{"list_directory", func(e *env) map[string]any { return map[string]any{"path": e.in("d")} }},
+		{tool: "read_text_file", args: func(e *env) map[string]any { return map[string]any{"path": e.in("d/f")} }},
+		{tool: "list_directory", args: func(e *env) map[string]any { return map[string]any{"path": e.in("d")} }},
 	}
 	for _, sw := range swaps {
 		for _, tl := range tools {
@@ -679,11 +679,11 @@ func TestCodeFilesAreNotWritten(t *testing.T) {
 				tool string
 				args map[string]any
 			}{
-				{"write_file", map[string]any{"path": p, "content": "[core]\n\tfsmonitor = /tmp/pwn\n"}},
-				{"edit_file", map[string]any{"path": p, "edits": []any{map[string]any{"oldText": "a", "newText": "b"}}}},
-				{"create_directory", map[string]any{"path": p}},
-				{"move_file", map[string]any{"source": e.in("x"), "destination": p}},
-				{"move_file", map[string]any{"source": p, "destination": e.in("y")}},
+				{tool: "write_file", args: map[string]any{"path": p, "content": "[core]\n\tfsmonitor = /tmp/pwn\n"}},
+				{tool: "edit_file", args: map[string]any{"path": p, "edits": []any{map[string]any{"oldText": "a", "newText": "b"}}}},
+				{tool: "create_directory", args: map[string]any{"path": p}},
+				{tool: "move_file", args: map[string]any{"source": e.in("x"), "destination": p}},
+				{tool: "move_file", args: map[string]any{"source": p, "destination": e.in("y")}},
 			} {
 				res := e.call(t, tc.tool, tc.args)
 				if !res.IsError || !strings.Contains(text(res), "forbidden") {

@@ -60,7 +60,7 @@ func (s *Server) openChecked(rel string, want fileKind) (*os.File, fs.FileInfo, 
 	after, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("stat after open: %w", err)
+		return nil, nil, fmt.Errorf("checking the file after opening it: %w", err)
 	}
 	if !os.SameFile(before, after) {
 		f.Close()

@@ -140,19 +140,19 @@ func TestAnnotationsLoadAndPinRoles(t *testing.T) {
 		args map[string]any
 		want []policy.Role
 	}{
-		{"status", at(repo), []policy.Role{rRead}},
-		{"commit", at(repo, "message", "m"), []policy.Role{rWrite}},
-		{"commit", at(repo, "message", "m", "amend", true), []policy.Role{rWrite, rWHist}},
-		{"branch", at(repo), []policy.Role{rRead}},
-		{"branch", at(repo, "operation", "delete"), []policy.Role{rDHist}},
-		{"reset", at(repo), []policy.Role{rWHist}},
-		{"reset", at(repo, "mode", "hard"), []policy.Role{rWHist, rDelete}},
-		{"tag", at(repo, "operation", "delete"), []policy.Role{rDHist}},
-		{"stash", at(repo, "operation", "clear"), []policy.Role{rDHist}},
-		{"rebase", at(repo), []policy.Role{rWHist}},
-		{"merge", at(repo), []policy.Role{rWHist}},
-		{"pull", at(repo, "rebase", true), []policy.Role{rWrite, rWHist}},
-		{"worktree", at(repo, "operation", "remove"), []policy.Role{rDelete}},
+		{tool: "status", args: at(repo), want: []policy.Role{rRead}},
+		{tool: "commit", args: at(repo, "message", "m"), want: []policy.Role{rWrite}},
+		{tool: "commit", args: at(repo, "message", "m", "amend", true), want: []policy.Role{rWrite, rWHist}},
+		{tool: "branch", args: at(repo), want: []policy.Role{rRead}},
+		{tool: "branch", args: at(repo, "operation", "delete"), want: []policy.Role{rDHist}},
+		{tool: "reset", args: at(repo), want: []policy.Role{rWHist}},
+		{tool: "reset", args: at(repo, "mode", "hard"), want: []policy.Role{rWHist, rDelete}},
+		{tool: "tag", args: at(repo, "operation", "delete"), want: []policy.Role{rDHist}},
+		{tool: "stash", args: at(repo, "operation", "clear"), want: []policy.Role{rDHist}},
+		{tool: "rebase", args: at(repo), want: []policy.Role{rWHist}},
+		{tool: "merge", args: at(repo), want: []policy.Role{rWHist}},
+		{tool: "pull", args: at(repo, "rebase", true), want: []policy.Role{rWrite, rWHist}},
+		{tool: "worktree", args: at(repo, "operation", "remove"), want: []policy.Role{rDelete}},
 	}
 	for _, tc := range cases {
 		got := decide(tc.tool, tc.args)
