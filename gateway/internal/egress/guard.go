@@ -137,6 +137,17 @@ func (g *Guard) Dial(ctx context.Context, h netpolicy.Host, port int) (net.Conn,
 	return g.dialHost(ctx, "tcp", h, port)
 }
 
+// DialApproved is Dial for a host the caller allowed by other means (a
+// human's approval, a session approval): it skips the allowlist but applies
+// everything else — one lookup, every address checked, only a checked
+// address dialed, the socket-level check before connect.
+func (g *Guard) DialApproved(ctx context.Context, h netpolicy.Host, port int) (net.Conn, netip.Addr, error) {
+	if h.IsZero() {
+		return nil, netip.Addr{}, &HostError{Host: h, Err: ErrHostNotAllowed}
+	}
+	return g.dialHost(ctx, "tcp", h, port)
+}
+
 // DialContext has the signature of http.Transport.DialContext: addr is
 // "host:port" and is parsed with netpolicy.ParseAuthority, then dialed with
 // Dial. Redirects followed by an http.Client are therefore checked on every

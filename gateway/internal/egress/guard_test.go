@@ -327,3 +327,49 @@ func TestNewGuardValidates(t *testing.T) {
 		t.Fatal("invalid prefix accepted")
 	}
 }
+
+// DialApproved skips the allowlist but not the address policy.
+func TestGuardDialApproved(t *testing.T) {
+	port := listen(t, "127.0.0.1:0", "A")
+	res := newFakeResolver().set("approved.test", "127.0.0.1").set("meta.test", "169.254.169.254")
+	g, err := NewGuard(GuardConfig{Addresses: loopback8, Resolver: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		host    string
+		wantErr error
+	}{
+		{name: "approved host", host: "approved.test"},
+		{name: "approved host resolving to metadata", host: "meta.test", wantErr: netpolicy.Metadata},
+		{name: "approved mapped literal", host: "::ffff:127.0.0.1", wantErr: netpolicy.IPv4Mapped},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := netpolicy.ParseHost(tt.host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _, err := g.DialApproved(context.Background(), h, port)
+			if tt.wantErr != nil {
+				if c != nil {
+					c.Close()
+				}
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("DialApproved = %v; want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readName(t, c); got != "A" {
+				t.Fatalf("reached %q", got)
+			}
+		})
+	}
+	if _, _, err := g.DialApproved(context.Background(), netpolicy.Host{}, port); !errors.Is(err, ErrHostNotAllowed) {
+		t.Fatalf("zero host: %v", err)
+	}
+}
