@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"strings"
 	"sync"
 	"testing"
 )
@@ -77,5 +78,15 @@ func TestStoreConcurrentPuts(t *testing.T) {
 	wg.Wait()
 	if got, ok, _ := s.Get(k); !ok || string(got) != "v" {
 		t.Fatalf("Get = %q, %v", got, ok)
+	}
+}
+
+// BenchmarkKey hashes a step of realistic size (a 20 KB system prompt).
+func BenchmarkKey(b *testing.B) {
+	system := strings.Repeat("constitution and tool annotations ", 600)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(system)))
+	for b.Loop() {
+		_ = Key(Version, "anthropic:m", system, `[{"role":"user","content":"compile"}]`, "0")
 	}
 }
