@@ -130,9 +130,6 @@ func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
 				msg: fmt.Sprintf("provider-side network tools (%s) are refused: they would reach the internet around the gateway's egress proxy; an operator can set relay.unsafe_allow_server_tools", info.networkTool)})
 			return
 		}
-		if info.addedStreamUsage {
-			c.note("added stream_options.include_usage")
-		}
 	}
 	r.forward(w, req, c, body)
 }
