@@ -97,10 +97,11 @@ test: lint test-unit test-integration test-e2e ## everything CI runs: lint, all 
 lint: ## gofmt check, go vet, and every module builds and vets on its own (GOWORK=off)
 	@unformatted=$$(gofmt -l $(MODULES)); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
-	@for m in $(MODULES); do \
+	@failed=; for m in $(MODULES); do \
 		echo "go vet ($$m, GOWORK=off)"; \
-		(cd $$m && GOWORK=off $(GO) vet ./...) || exit 1; \
-	done
+		(cd $$m && GOWORK=off $(GO) vet ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "lint: go vet failed in:$$failed" >&2; exit 1; fi
 	@if command -v staticcheck >/dev/null; then echo staticcheck; staticcheck $(foreach m,$(MODULES),./$(m)/...); fi
 
 .PHONY: test-unit
