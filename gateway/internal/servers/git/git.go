@@ -33,9 +33,11 @@
 // gateway (its key, its known_hosts, strict host key checking). They never
 // appear in argv, URLs, results or logs.
 //
-// Network operations are bound to the policy decision: the URLs (and, for a
-// push, the plan) the policy judged travel in servers.CallInfo, and a call
-// whose repository now resolves differently is refused.
+// Network operations are bound to the policy decision: the URLs the policy
+// judged travel in servers.CallInfo.PolicyArgs and, for a push, the checked
+// plan in servers.CallInfo.Push (or policy.WithPushPlan); a call whose
+// repository now resolves differently is refused, and a call without them
+// is refused too.
 //
 // Residual risk (documented): the configuration scan and the git run are
 // separate steps. Settings with fixed names are also overridden on the

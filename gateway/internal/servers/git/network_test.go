@@ -344,6 +344,17 @@ func TestPushBoundToPolicyPlan(t *testing.T) {
 		})
 	}
 	mustOK(t, e.callInfo(approved, "push", args))
+
+	// The plan may also travel in the context through the policy
+	// package's own carrier.
+	rawGit(t, e.repo, "commit", "-q", "--allow-empty", "-m", "again")
+	rawGit(t, e.repo, "branch", "-f", "feature", "HEAD")
+	plan := e.approvedPush(t, args).Push
+	ctx := policy.WithPushPlan(context.Background(), plan)
+	res, err := e.srv.Call(ctx, "push", args)
+	if err != nil || res.IsError {
+		t.Fatalf("push with policy.WithPushPlan: %v %s", err, text(res))
+	}
 }
 
 func TestFetchPullCloneOverHTTPS(t *testing.T) {

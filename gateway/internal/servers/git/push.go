@@ -47,7 +47,7 @@ func (s *Server) pushTool(ctx context.Context, c *call) (servers.Result, error) 
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if err := s.bindPush(c.info, plan); err != nil {
+	if err := s.bindPush(ctx, c.info, plan); err != nil {
 		return servers.Result{}, err
 	}
 	specs, err := s.concreteRefspecs(ctx, r, in, plan)
@@ -93,33 +93,32 @@ func (s *Server) pushTool(ctx context.Context, c *call) (servers.Result, error) 
 }
 
 // bindPush requires the plan computed now to be the plan the policy
-// judged.
-func (s *Server) bindPush(info servers.CallInfo, plan policy.PushPlan) error {
+// judged, carried in servers.CallInfo.Push or by policy.WithPushPlan.
+func (s *Server) bindPush(ctx context.Context, info servers.CallInfo, plan policy.PushPlan) error {
 	if s.unsafeUnbound {
 		return nil
 	}
-	if info.Push == nil {
+	approved := info.Push
+	if approved == nil {
+		approved, _ = policy.PushPlanFromContext(ctx)
+	}
+	if approved == nil {
 		return refuse("push refused: the call carries no policy-checked push plan")
 	}
-	if !samePlan(*info.Push, plan) {
+	if !samePlan(*approved, plan) {
 		return refuse("push refused: the repository changed since the policy checked the push (remote, URLs or refspecs differ)")
 	}
 	return nil
 }
 
+// samePlan is policy.PushPlan.Equal (same URLs, refspecs and tags) and,
+// stricter, the same remote name, upstream setting and wildcards.
 func samePlan(a, b policy.PushPlan) bool {
-	if a.Remote != b.Remote || a.Tags != b.Tags || a.SetUpstream != b.SetUpstream ||
-		len(a.URLs) != len(b.URLs) || len(a.Refspecs) != len(b.Refspecs) {
+	if !a.Equal(b) || a.Remote != b.Remote || a.SetUpstream != b.SetUpstream {
 		return false
 	}
-	for i := range a.URLs {
-		if a.URLs[i].URL() != b.URLs[i].URL() {
-			return false
-		}
-	}
 	for i := range a.Refspecs {
-		x, y := a.Refspecs[i], b.Refspecs[i]
-		if x.Src != y.Src || x.Dst != y.Dst || x.Force != y.Force || x.Delete != y.Delete || x.Wildcard != y.Wildcard {
+		if a.Refspecs[i].Wildcard != b.Refspecs[i].Wildcard {
 			return false
 		}
 	}
