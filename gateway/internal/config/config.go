@@ -72,6 +72,12 @@ type Config struct {
 	// Fetch tunes the built-in fetch server (fetch.go); its allowlist is
 	// servers.fetch.allowed_domains.
 	Fetch FetchConfig `yaml:"fetch"`
+	// Agent is the agent-facing API and its sessions (agent.go).
+	Agent AgentConfig `yaml:"agent"`
+	// Git configures the built-in git server's mirror and credentials (git.go).
+	Git GitConfig `yaml:"git"`
+	// Database says where the Postgres DSN comes from (database.go).
+	Database DatabaseConfig `yaml:"database"`
 
 	// file is the path the configuration was loaded from.
 	file string

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/internal/egress"
+	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/llmrelay"
+	"ironcurtain.dev/gateway/internal/mcphub/external"
+	"ironcurtain.dev/gateway/internal/metrics"
+	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/fetch"
+	"ironcurtain.dev/gateway/internal/servers/filesystem"
+	"ironcurtain.dev/gateway/internal/servers/git"
+	"ironcurtain.dev/gateway/internal/servers/github"
+	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/store"
+	"ironcurtain.dev/gateway/policy"
+)
+
+// Environment variables of the serve command (secrets never come from flags
+// or gateway.yaml).
+const (
+	envAgentToken    = "IRONCURTAIN_AGENT_TOKEN"    // token of session "agent"
+	envOperatorToken = "IRONCURTAIN_OPERATOR_TOKEN" // token of operator "operator"
+	defaultSession   = "agent"
+	defaultOperator  = "operator"
+)
+
+// loadAgentTokens returns session name → agent token, from
+// IRONCURTAIN_AGENT_TOKEN and agent.token_files.
+func loadAgentTokens(cfg *config.Config, getenv func(string) string) (map[string]string, error) {
+	tokens := map[string]string{}
+	if t := getenv(envAgentToken); t != "" {
+		tokens[defaultSession] = t
+	}
+	for _, name := range sortedKeys(cfg.Agent.TokenFiles) {
+		if _, dup := tokens[name]; dup {
+			return nil, fmt.Errorf("agent.token_files.%s: session %q also gets %s", name, name, envAgentToken)
+		}
+		t, err := readSecretFile("agent.token_files."+name, cfg.Agent.TokenFiles[name])
+		if err != nil {
+			return nil, err
+		}
+		tokens[name] = t
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("no agent session is configured: set %s or agent.token_files in %s", envAgentToken, cfg.File())
+	}
+	return tokens, nil
+}
+
+func newAuthenticator(tokens map[string]string) (*session.Static, error) {
+	a, err := session.NewStatic(tokens)
+	if err != nil {
+		return nil, fmt.Errorf("loading agent tokens: %w", err)
+	}
+	return a, nil
+}
+
+// loadOperators returns the operator tokens, refusing any that is also an
+// agent token (an agent that could approve its own escalations has no policy).
+func loadOperators(cfg *config.Config, getenv func(string) string, agentTokens map[string]string) (*opsapi.Operators, error) {
+	tokens := map[string]opsapi.OperatorToken{}
+	if t := getenv(envOperatorToken); t != "" {
+		tokens[defaultOperator] = opsapi.OperatorToken(t)
+	}
+	for _, name := range sortedKeys(cfg.Ops.OperatorTokenFiles) {
+		t, err := readSecretFile("ops.operator_token_files."+name, cfg.Ops.OperatorTokenFiles[name])
+		if err != nil {
+			return nil, err
+		}
+		tokens[name] = opsapi.OperatorToken(t)
+	}
+	ops, err := opsapi.NewOperators(tokens)
+	if err != nil {
+		return nil, fmt.Errorf("loading operator tokens: %w", err)
+	}
+	agents := make([]string, 0, len(agentTokens))
+	for _, t := range agentTokens {
+		agents = append(agents, t)
+	}
+	if err := ops.RejectAgentTokens(agents...); err != nil {
+		return nil, fmt.Errorf("loading operator tokens: %w", err)
+	}
+	return ops, nil
+}
+
+// storage is where records and escalations go.
+type storage struct {
+	pool      *pgxpool.Pool // nil without a database
+	sink      audit.Sink
+	escalator escalation.Escalator
+	pg        *escalation.PG // nil without a database
+	spend     llmrelay.Spend
+}
+
+// openStorage connects to Postgres (refusing a dirty, missing or newer
+// schema) and builds the audit sink and the escalator on it. Without a
+// database (database.unsafe_no_database) records go to the JSON-lines file
+// only and every escalation is denied.
+func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) string, reg prometheus.Registerer, log *slog.Logger, closers *closeStack) (*storage, error) {
+	var copySink *audit.JSONL
+	if cfg.Audit.JSONLFile != "" {
+		var opts []audit.JSONLOption
+		if cfg.Audit.JSONLFsync {
+			opts = append(opts, audit.Fsync())
+		}
+		j, err := audit.OpenJSONL(cfg.Audit.JSONLFile, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("audit.jsonl_file: %w", err)
+		}
+		closers.push("audit JSON-lines file", j.Close)
+		copySink = j
+	}
+	if cfg.Database.UnsafeNoDatabase {
+		if copySink == nil {
+			return nil, fmt.Errorf("%s: database.unsafe_no_database needs audit.jsonl_file (records must go somewhere)", cfg.File())
+		}
+		log.Warn("running WITHOUT a database: escalations are denied, audit goes to the JSON-lines file only", "file", cfg.Audit.JSONLFile)
+		return &storage{sink: copySink, escalator: escalation.Deny{}}, nil
+	}
+
+	dsn, err := databaseURL(cfg, getenv)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := store.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	closers.push("database pool", func() error { pool.Close(); return nil })
+	if err := store.CheckSchema(ctx, pool); err != nil {
+		return nil, err
+	}
+	pgSink, err := audit.NewPG(pool, audit.Options{
+		MaxBatch:  cfg.Audit.MaxBatch,
+		QueueSize: cfg.Audit.QueueSize,
+		Linger:    cfg.Audit.Linger,
+		Flushers:  cfg.Audit.Flushers,
+	}, reg, log.With("component", "audit"))
+	if err != nil {
+		return nil, fmt.Errorf("building the audit sink: %w", err)
+	}
+	closers.push("audit sink", pgSink.Close)
+	esc, err := escalation.NewPG(pool, escalation.Config{
+		Timeout:       cfg.Escalation.Timeout,
+		WebhookURL:    cfg.Escalation.WebhookURL,
+		PollInterval:  cfg.Escalation.PollInterval,
+		SweepInterval: cfg.Escalation.SweepInterval,
+	}, reg, log.With("component", "escalation"))
+	if err != nil {
+		return nil, fmt.Errorf("building the escalator: %w", err)
+	}
+	closers.push("escalator", esc.Close)
+
+	var sink audit.Sink = pgSink
+	if copySink != nil {
+		sink = teeSink{primary: pgSink, copy: copySink}
+	}
+	return &storage{pool: pool, sink: sink, escalator: esc, pg: esc, spend: store.LLMSpend{Pool: pool}}, nil
+}
+
+func databaseURL(cfg *config.Config, getenv func(string) string) (string, error) {
+	if cfg.Database.URLFile != "" {
+		return readSecretFile("database.url_file", cfg.Database.URLFile)
+	}
+	if v := getenv(cfg.Database.URLVariable()); v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("no database: set %s (or database.url_file in %s); run `ironcurtain migrate up` first", cfg.Database.URLVariable(), cfg.File())
+}
+
+// teeSink writes to Postgres, then to the JSON-lines copy. Either failing
+// fails the record (and so refuses the action): the operator asked for both.
+type teeSink struct {
+	primary audit.Sink
+	copy    audit.Sink
+}
+
+func (t teeSink) Record(ctx context.Context, e audit.Event) error {
+	if err := t.primary.Record(ctx, e); err != nil {
+		return err
+	}
+	if err := t.copy.Record(ctx, e); err != nil {
+		return fmt.Errorf("writing the audit JSON-lines copy: %w", err)
+	}
+	return nil
+}
+
+// loadPolicy loads the policy directory and, when configured, the shadow
+// policy evaluated report-only next to it.
+func loadPolicy(cfg *config.Config) (*policy.Engine, error) {
+	settings := cfg.PolicySettings()
+	eng, err := policy.LoadDir(cfg.PolicyDir, settings)
+	if err != nil {
+		return nil, fmt.Errorf("loading policy: %w", err)
+	}
+	if cfg.ShadowPolicyDir != "" {
+		shadow, err := policy.LoadDir(cfg.ShadowPolicyDir, settings)
+		if err != nil {
+			return nil, fmt.Errorf("loading shadow policy: %w", err)
+		}
+		eng = eng.WithShadow(shadow)
+	}
+	return eng, nil
+}
+
+// buildServers builds the built-in servers and starts the external ones.
+func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, sink audit.Sink, getenv func(string) string, m *metrics.ToolCalls, log *slog.Logger, closers *closeStack) ([]servers.Server, error) {
+	fsrv, err := filesystem.New(filesystem.Config{Root: cfg.Sandbox, Logger: log.With("server", filesystem.ServerName)})
+	if err != nil {
+		return nil, fmt.Errorf("filesystem server: %w", err)
+	}
+	closers.push("filesystem server", fsrv.Close)
+
+	gitToken := ""
+	if cfg.Git.TokenFile == "" {
+		gitToken = getenv(cfg.Git.TokenVariable())
+	}
+	gsrv, err := git.New(git.Config{
+		Sandbox:   cfg.Sandbox,
+		MirrorDir: cfg.Git.MirrorPath(),
+		Credentials: git.Credentials{
+			TokenFile:         cfg.Git.TokenFile,
+			Token:             gitToken,
+			TokenHosts:        cfg.Git.TokenHosts,
+			SSHKeyFile:        cfg.Git.SSHKeyFile,
+			SSHKnownHostsFile: cfg.Git.SSHKnownHostsFile,
+		},
+		PushChecker:    eng.PushChecker(),
+		AuthorName:     cfg.Git.AuthorName,
+		AuthorEmail:    cfg.Git.AuthorEmail,
+		Timeout:        cfg.Git.Timeout,
+		NetworkTimeout: cfg.Git.NetworkTimeout,
+		Logger:         log.With("server", git.ServerName),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("git server: %w", err)
+	}
+
+	ghToken, err := cfg.GitHub.Token(getenv)
+	if err != nil {
+		return nil, err
+	}
+	ghsrv, err := github.New(github.Config{APIURL: cfg.GitHub.APIURL, Token: ghToken, Timeout: cfg.GitHub.Timeout, Logger: log.With("server", github.ServerName)})
+	if err != nil {
+		return nil, fmt.Errorf("github server: %w", err)
+	}
+
+	fetchSrv, err := buildFetch(cfg, sink, log)
+	if err != nil {
+		return nil, err
+	}
+
+	out := []servers.Server{fsrv, gsrv, ghsrv, fetchSrv}
+	for _, name := range cfg.ExternalServers() {
+		sc := cfg.Servers[name]
+		envv, err := sc.LaunchEnv(name, getenv)
+		if err != nil {
+			return nil, err
+		}
+		ext, err := external.Start(ctx, external.Config{
+			Name:         name,
+			Command:      sc.Command,
+			Args:         sc.Args,
+			Env:          envv,
+			StartTimeout: cfg.MCP.ExternalStartTimeout,
+		}, external.Deps{Logger: log.With("server", name), Metrics: m, Getenv: getenv})
+		if err != nil {
+			return nil, fmt.Errorf("servers.%s: starting external server: %w", name, err)
+		}
+		closers.push("external server "+name, ext.Close)
+		out = append(out, ext)
+	}
+	return out, nil
+}
+
+// buildFetch builds the fetch server on its own egress guard: the allowlist
+// is servers.fetch.allowed_domains, the address rules are the proxy's.
+func buildFetch(cfg *config.Config, sink audit.Sink, log *slog.Logger) (*fetch.Server, error) {
+	allow, err := netpolicy.ParsePatterns(cfg.Servers[fetch.ServerName].AllowedDomains)
+	if err != nil {
+		return nil, fmt.Errorf("servers.fetch.allowed_domains: %w", err)
+	}
+	prefixes, err := cfg.Egress.UnsafePrefixes()
+	if err != nil {
+		return nil, err
+	}
+	guard, err := egress.NewGuard(egress.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{UnsafeAllow: prefixes}})
+	if err != nil {
+		return nil, fmt.Errorf("fetch guard: %w", err)
+	}
+	srv, err := fetch.New(fetch.Config{
+		MaxBodyBytes: cfg.Fetch.MaxBodyBytes,
+		MaxRedirects: cfg.Fetch.MaxRedirects,
+		Timeout:      cfg.Fetch.Timeout,
+		MaxLength:    cfg.Fetch.MaxLength,
+		AllowedPorts: cfg.Fetch.AllowedPorts,
+		UserAgent:    cfg.Fetch.UserAgent,
+	}, fetch.Deps{Guard: guard, Sink: sink, Logger: log.With("server", fetch.ServerName)})
+	if err != nil {
+		return nil, fmt.Errorf("fetch server: %w", err)
+	}
+	return srv, nil
+}
+
+// buildOps returns the ops API. Without a database only /healthz and the
+// operator-protected /metrics are served.
+func buildOps(st *storage, operators *opsapi.Operators, reg *prometheus.Registry, log *slog.Logger) http.Handler {
+	if st.pool != nil {
+		return opsapi.New(opsapi.Deps{
+			Operators:   operators,
+			Escalations: st.pg,
+			Data:        opsapi.PGData{Pool: st.pool},
+			Gatherer:    reg,
+			Registerer:  reg,
+			Logger:      log.With("component", "opsapi"),
+		})
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearer(r)
+		if _, known := operators.Authenticate(tok); !ok || !known {
+			http.Error(w, "operator token required", http.StatusUnauthorized)
+			return
+		}
+		metricsHandler.ServeHTTP(w, r)
+	})
+	return mux
+}
+
+func bearer(r *http.Request) (string, bool) {
+	const p = "Bearer "
+	h := r.Header.Get("Authorization")
+	if len(h) <= len(p) || h[:len(p)] != p {
+		return "", false
+	}
+	return h[len(p):], true
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var _ audit.Sink = teeSink{}

@@ -1,0 +1,68 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServeSectionsValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		v       Validator
+		wantErr string // substring naming the field; "" = valid
+	}{
+		{name: "agent defaults", v: &AgentConfig{}},
+		{name: "agent ok", v: &AgentConfig{Listen: "127.0.0.1:8080", TokenFiles: map[string]string{"ci": "/run/secrets/ci"}}},
+		{name: "agent listen without port", v: &AgentConfig{Listen: "8080"}, wantErr: "listen"},
+		{name: "agent empty token file", v: &AgentConfig{TokenFiles: map[string]string{"ci": ""}}, wantErr: "token_files.ci"},
+		{name: "agent empty session name", v: &AgentConfig{TokenFiles: map[string]string{" ": "/x"}}, wantErr: "token_files"},
+		{name: "git defaults", v: &GitConfig{}},
+		{name: "git ok", v: &GitConfig{MirrorDir: "/var/lib/ic/git", TokenFile: "/run/secrets/t", Timeout: time.Second}},
+		{name: "git relative mirror", v: &GitConfig{MirrorDir: "mirror"}, wantErr: "mirror_dir"},
+		{name: "git relative key", v: &GitConfig{SSHKeyFile: "id_ed25519"}, wantErr: "ssh_key_file"},
+		{name: "git negative timeout", v: &GitConfig{NetworkTimeout: -time.Second}, wantErr: "network_timeout"},
+		{name: "git bad token env", v: &GitConfig{TokenEnv: "GITHUB TOKEN"}, wantErr: "token_env"},
+		{name: "database defaults", v: &DatabaseConfig{}},
+		{name: "database bad env", v: &DatabaseConfig{URLEnv: "1DB"}, wantErr: "url_env"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.v.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate accepted, want an error about %s", tt.wantErr)
+			}
+			found := false
+			for _, e := range flatten(err) {
+				if fe, ok := e.(*FieldError); ok && strings.Contains(fe.Field, tt.wantErr) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("Validate = %v, want a field error for %s", err, tt.wantErr)
+			}
+		})
+	}
+	if (&AgentConfig{}).ListenAddr() != DefaultAgentListen || (&GitConfig{}).MirrorPath() != DefaultGitMirrorDir ||
+		(&DatabaseConfig{}).URLVariable() != DefaultDatabaseURLEnv || (&GitConfig{}).TokenVariable() != DefaultGitTokenEnv {
+		t.Fatal("defaults")
+	}
+}
+
+func TestParseServeSectionsNamesBadField(t *testing.T) {
+	_, err := Parse("gateway.yaml", []byte("agent:\n  listen: nope\ngit:\n  mirror_dir: rel\n"))
+	if err == nil {
+		t.Fatal("Parse accepted a bad agent.listen")
+	}
+	for _, want := range []string{"gateway.yaml", "agent.listen", "git.mirror_dir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
