@@ -19,10 +19,11 @@ func TestWithThePolicyEngine(t *testing.T) {
 	for _, tool := range e.srv.Tools() {
 		anns = append(anns, tool.Annotation)
 	}
-	// Inside the sandbox the engine allows path roles structurally; outside,
-	// reads in the sibling directory escalate and everything else is denied
-	// by default.
+	// Inside the sandbox the engine allows read and write roles
+	// structurally; deletes and reads in the sibling directory escalate,
+	// everything else is denied by default.
 	rules := &policy.CompiledPolicy{Rules: []policy.CompiledRule{
+		{Name: "escalate-deletes", If: policy.RuleCondition{Roles: []policy.Role{roleDelete}}, Then: policy.Escalate, Reason: "deletes need approval"},
 		{Name: "escalate-sibling-reads", If: policy.RuleCondition{Roles: []policy.Role{roleRead},
 			Paths: &policy.PathCondition{Roles: []policy.Role{roleRead}, Within: e.sandbox2}}, Then: policy.Escalate, Reason: "ask first"},
 	}}
@@ -58,7 +59,8 @@ func TestWithThePolicyEngine(t *testing.T) {
 		{name: "edit", tool: "edit_file", args: map[string]any{"path": e.in("a.txt"),
 			"edits": []any{map[string]any{"oldText": "alpha", "newText": "beta"}}}, status: policy.Allow, ok: true},
 		{name: "write", tool: "write_file", args: map[string]any{"path": e.in("b.txt"), "content": "b"}, status: policy.Allow, ok: true},
-		{name: "move", tool: "move_file", args: map[string]any{"source": e.in("b.txt"), "destination": e.in("c.txt")}, status: policy.Allow, ok: true},
+		// move_file's source is also a delete: it escalates, and runs once approved.
+		{name: "move", tool: "move_file", args: map[string]any{"source": e.in("b.txt"), "destination": e.in("c.txt")}, status: policy.Escalate, ok: true},
 		// An approved escalation outside the sandbox still fails in the
 		// server: the sandbox is the server's hard boundary.
 		{name: "escalated outside read", tool: "read_text_file", args: map[string]any{"path": filepath.Join(e.sandbox2, "secret")}, status: policy.Escalate},
