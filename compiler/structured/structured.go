@@ -97,6 +97,9 @@ type Result[T any] struct {
 // check reports semantic errors (unknown tool names, a role the registry
 // lacks, ...) in words the model can act on; it may be nil.
 func Generate[T any](ctx context.Context, r *Runner, req Request, check func(*T) error) (Result[T], error) {
+	if req.Schema == nil {
+		return Result[T]{}, fmt.Errorf("running %s: no schema", req.Step)
+	}
 	resolved, err := req.Schema.Resolve(nil)
 	if err != nil {
 		return Result[T]{}, fmt.Errorf("resolving schema of %s: %w", req.Step, err)
