@@ -71,6 +71,8 @@ func toMCPResult(r servers.Result) *mcp.CallToolResult {
 		switch c.Type {
 		case "image":
 			out.Content = append(out.Content, mcp.NewImageContent(c.Data, c.MIMEType))
+		case "audio":
+			out.Content = append(out.Content, mcp.NewAudioContent(c.Data, c.MIMEType))
 		case "text", "":
 			out.Content = append(out.Content, mcp.NewTextContent(c.Text))
 		default:

@@ -25,10 +25,10 @@ type Tool struct {
 
 // Content is one item of a tool result (MCP text or image content).
 type Content struct {
-	Type     string `json:"type"`               // "text" or "image"
+	Type     string `json:"type"`               // "text", "image" or "audio"
 	Text     string `json:"text,omitempty"`     // for text
-	Data     string `json:"data,omitempty"`     // base64, for image
-	MIMEType string `json:"mimeType,omitempty"` // for image
+	Data     string `json:"data,omitempty"`     // base64, for image and audio
+	MIMEType string `json:"mimeType,omitempty"` // for image and audio
 }
 
 // Result is what a tool returns. IsError marks a tool-level failure that the
