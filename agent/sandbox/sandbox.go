@@ -213,7 +213,12 @@ func (r *run) execute(p *goja.Program) Result {
 	case <-r.stuck:
 		cancelCtx()
 		stopHeap()
-		return r.result(&Error{Kind: KindStuck, Message: fmt.Sprintf("%s; the script did not stop within %s of being interrupted and the sandbox is now unusable", r.stopErr().Message, r.limits.Grace)})
+		// The script goroutine still runs and owns the run's fields: report
+		// only what is safe to read.
+		return Result{
+			Err:        &Error{Kind: KindStuck, Message: fmt.Sprintf("%s; the script did not stop within %s of being interrupted and the sandbox is now unusable", r.stopErr().Message, r.limits.Grace)},
+			ScriptTime: r.clock.used(),
+		}
 	}
 	r.clock.pause()
 	cancelCtx()
