@@ -26,6 +26,8 @@ func TestCheckValue(t *testing.T) {
 		{typ: policy.MatchDomains, v: "*.co.uk", wantErr: "public suffix"},
 		{typ: policy.MatchDomains, v: "*.github.io", wantErr: "public suffix"},
 		{typ: policy.MatchDomains, v: "127.0.0.1", wantErr: "IP address"},
+		{typ: policy.MatchDomains, v: "127.1", wantErr: "numeric"},
+		{typ: policy.MatchDomains, v: "0.08", wantErr: "numeric"},
 		{typ: policy.MatchDomains, v: "[::1]", wantErr: "IP address"},
 		{typ: policy.MatchDomains, v: "https://cnn.com", wantErr: "not a domain"},
 		{typ: policy.MatchDomains, v: "cnn.com/world", wantErr: "not a domain"},

@@ -42,6 +42,12 @@ func CheckValue(typ, v string) error {
 		if !hostLabels.MatchString(host) {
 			return fmt.Errorf("%q is not a domain name or *.domain pattern", raw)
 		}
+		if last := host[strings.LastIndexByte(host, '.')+1:]; strings.Trim(last, "0123456789") == "" {
+			return fmt.Errorf("%q is numeric, which resolvers may read as an IP address", raw)
+		}
+		if err := policy.ValidateDomainPattern(strings.ToLower(v)); err != nil {
+			return fmt.Errorf("the policy engine refuses it: %w", err)
+		}
 		etld1, err := publicsuffix.EffectiveTLDPlusOne(host)
 		if err != nil {
 			return fmt.Errorf("%q is a public suffix, not a registrable domain", raw)

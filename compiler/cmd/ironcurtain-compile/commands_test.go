@@ -169,3 +169,19 @@ func TestResolveListsCommand(t *testing.T) {
 		t.Errorf("unknown list: exit %d %s", code, errs)
 	}
 }
+
+// TestVerifyShippedPolicy runs the invariants and the shipped scenarios
+// against the base policy in gateway/policies/base, with the allowlists its
+// own tests use: the policy the gateway ships must pass what the compiler
+// would demand of a compiled one.
+func TestVerifyShippedPolicy(t *testing.T) {
+	dir := filepath.Join(testenv.Dir(), "..", "..", "gateway", "policies", "base")
+	if _, err := os.Stat(filepath.Join(dir, artifact.CompiledPolicyFile)); err != nil {
+		t.Skipf("no shipped policy: %v", err)
+	}
+	code, out, errs := invoke(t, keyEnv(), "verify", "--dir", dir,
+		"--allow-domain", "fetch=docs.example.com", "--allow-domain", "git=github.com", "--allow-domain", "git=*.github.com")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+}
