@@ -333,8 +333,10 @@ func (c *call) pathValues(roles roleSet, out []string) []string {
 	return out
 }
 
-// sandboxContainment marks the sandbox-safe path roles whose values all lie
-// in the sandbox (filesystem and git servers only).
+// sandboxContainment marks the sandbox-safe path roles (Settings.
+// SandboxSafeRoles) whose values all lie in the sandbox (filesystem and git
+// servers only). Other path roles, in or out of the sandbox, are left to
+// the compiled rules.
 func (c *call) sandboxContainment() {
 	sb := c.e.canon.sandbox
 	if sb == "" || !c.rr.anyPath || (c.req.Server != "filesystem" && c.req.Server != "git") {
@@ -352,7 +354,7 @@ func (c *call) sandboxContainment() {
 	var buf [8]string
 	for _, r := range c.rr.distinct {
 		d := roleDef(r)
-		if d.Category != CategoryPath || !d.SandboxSafe {
+		if d.Category != CategoryPath || !c.e.safe.has(r) {
 			continue
 		}
 		vals := c.pathValues(setOf1(r), buf[:0])

@@ -33,6 +33,11 @@ type settings struct {
 	TrustedServers    []string            `yaml:"trusted_servers"`
 	AllowedDomains    map[string][]string `yaml:"allowed_domains"`
 	NoSandbox         bool                `yaml:"no_sandbox"`
+	// Sandbox replaces $SANDBOX as the engine's sandbox (created if missing).
+	Sandbox string `yaml:"sandbox"`
+	// SandboxSafeRoles is Settings.SandboxSafeRoles: absent means the
+	// default, [] means none.
+	SandboxSafeRoles *[]Role `yaml:"sandbox_safe_roles"`
 }
 
 // op is one set-up step; exactly one field is set.
@@ -183,6 +188,15 @@ func (tr tree) engine(t testing.TB, s suite) *Engine {
 	set := Settings{Home: tr.home, ProtectedBranches: s.Settings.ProtectedBranches, TrustedServers: s.Settings.TrustedServers}
 	if !s.Settings.NoSandbox {
 		set.Sandbox = tr.sandbox
+		if s.Settings.Sandbox != "" {
+			set.Sandbox = tr.expand(s.Settings.Sandbox)
+			if err := os.MkdirAll(set.Sandbox, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if s.Settings.SandboxSafeRoles != nil {
+		set.SandboxSafeRoles = append([]Role{}, *s.Settings.SandboxSafeRoles...)
 	}
 	for _, p := range s.Settings.ProtectedPaths {
 		set.ProtectedPaths = append(set.ProtectedPaths, tr.expand(p))

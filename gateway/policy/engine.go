@@ -13,6 +13,7 @@ type Engine struct {
 	trusted  map[string]bool
 	allow    map[string][]domainPattern
 	canon    pathCanon
+	safe     roleSet // sandbox-safe roles (Settings.SandboxSafeRoles)
 	fs       fileSystem
 	protect  []string // canonical and lexical forms of the protected paths
 	push     *PushChecker
@@ -74,6 +75,18 @@ func (e *Engine) Tools() []string {
 
 // Sandbox returns the sandbox's realpath ("" when none is set).
 func (e *Engine) Sandbox() string { return e.canon.sandbox }
+
+// SandboxSafeRoles returns the path roles that sandbox containment resolves
+// (the effective Settings.SandboxSafeRoles), in registry order.
+func (e *Engine) SandboxSafeRoles() []Role {
+	var out []Role
+	for _, d := range roleList {
+		if e.safe.has(d.Role) {
+			out = append(out, d.Role)
+		}
+	}
+	return out
+}
 
 // PushChecker returns the engine's push checker (the git server uses it to
 // execute exactly the plan the policy checked).

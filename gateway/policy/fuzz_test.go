@@ -90,14 +90,24 @@ func FuzzCanonicalPath(f *testing.F) {
 
 // FuzzSandboxAllow: whenever a filesystem call is allowed by sandbox
 // containment, every path the server will receive is inside the sandbox
-// after realpath.
+// after realpath. It runs with the default sandbox-safe roles (a delete is
+// then never allowed by containment) and with the original's (deletes in
+// the sandbox are).
 func FuzzSandboxAllow(f *testing.F) {
 	tr, e := fuzzTree(f)
+	orig := tr.engine(f, suite{Settings: settings{SandboxSafeRoles: ptr(OriginalSandboxSafeRoles())}})
 	addPathSeeds(f)
 	f.Fuzz(func(t *testing.T, raw string) {
 		raw = tr.expand(raw)
-		for _, tool := range []string{"read_text_file", "write_file", "delete_file"} {
-			ev := e.Evaluate(context.Background(), Request{Server: "filesystem", Tool: tool, Args: map[string]any{"path": raw}})
+		for _, tool := range []string{"read_text_file", "write_file", "delete_file", "orig:read_text_file", "orig:write_file", "orig:delete_file"} {
+			eng := e
+			if name, ok := strings.CutPrefix(tool, "orig:"); ok {
+				eng, tool = orig, name
+			}
+			ev := eng.Evaluate(context.Background(), Request{Server: "filesystem", Tool: tool, Args: map[string]any{"path": raw}})
+			if eng == e && tool == "delete_file" && ev.Decision.Rule == RuleSandboxAllow {
+				t.Fatalf("delete_file(%q) resolved by sandbox containment with the default sandbox-safe roles", raw)
+			}
 			if ev.Decision.Status != Allow {
 				continue
 			}
@@ -310,3 +320,5 @@ func FuzzEvaluateJSON(f *testing.F) {
 		}
 	})
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -151,6 +151,19 @@ func (e *Engine) compileSettings(s Settings) error {
 			}
 		}
 	}
+	safe, err := validateSandboxSafeRoles(s.sandboxSafeRoles())
+	if err != nil {
+		return err
+	}
+	e.safe = safe
+	if s.SandboxSafeRoles != nil {
+		s.SandboxSafeRoles = append([]Role{}, s.SandboxSafeRoles...)
+	}
+	for _, r := range s.SandboxSafeRoles {
+		if !roleDef(r).SandboxSafe {
+			e.warnings = append(e.warnings, fmt.Sprintf("settings: sandbox_safe_roles lists %s: such calls inside the sandbox are allowed without consulting the compiled rules", r))
+		}
+	}
 	for _, t := range s.TrustedServers {
 		e.trusted[t] = true
 	}

@@ -78,6 +78,11 @@ func TestLoadErrors(t *testing.T) {
 		{name: "settings relative sandbox", policy: okPolicy, settings: Settings{Sandbox: "work"}, want: "settings: sandbox: must be an absolute path or start with ~"},
 		{name: "settings bad branch", policy: okPolicy, settings: Settings{ProtectedBranches: []string{"main", "a..b"}}, want: "settings: protected_branches[1]:"},
 		{name: "settings bad allowlist", policy: okPolicy, settings: Settings{DomainAllowlists: map[string][]string{"git": {"github.com", "a.*.com"}}}, want: `settings: domain_allowlists.git[1]: "a.*.com"`},
+		{name: "sandbox-safe unknown role", policy: okPolicy, settings: Settings{SandboxSafeRoles: []Role{RoleReadPath, "delete-paths"}}, want: `settings: sandbox_safe_roles[1]: unknown role "delete-paths"`},
+		{name: "sandbox-safe url role", policy: okPolicy, settings: Settings{SandboxSafeRoles: []Role{RoleFetchURL}}, want: `settings: sandbox_safe_roles[0]: role "fetch-url" (category url) is not a path role; only path roles (read-path, write-path, delete-path, write-history, delete-history) can be sandbox-safe`},
+		{name: "sandbox-safe opaque role", policy: okPolicy, settings: Settings{SandboxSafeRoles: []Role{RoleReadPath, RoleNone}}, want: `settings: sandbox_safe_roles[1]: role "none" (category opaque) is not a path role`},
+		{name: "sandbox-safe duplicate", policy: okPolicy, settings: Settings{SandboxSafeRoles: []Role{RoleReadPath, RoleWritePath, RoleReadPath}}, want: `settings: sandbox_safe_roles[2]: duplicate role "read-path"`},
+		{name: "sandbox-safe empty name", policy: okPolicy, settings: Settings{SandboxSafeRoles: []Role{""}}, want: `settings: sandbox_safe_roles[0]: unknown role ""`},
 		{name: "settings declared annotation without server", policy: okPolicy, settings: Settings{Annotations: []ToolAnnotation{{Tool: "x"}}}, want: "settings: annotations[0].serverName: missing"},
 	}
 	for _, tt := range tests {

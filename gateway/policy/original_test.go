@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -53,13 +54,13 @@ var knownDifferences = map[string]string{
 
 const policyDisagrees = "the scenario's expectation disagrees with the shipped compiled policy; the original engine decides as we do"
 
-// TestOriginalScenarios replays the original's shipped scenarios
-// (testdata/original, HOME=/home/provos as recorded) against the shipped
-// artifacts and reports every difference that is not a known, documented
-// strictness.
-func TestOriginalScenarios(t *testing.T) {
-	dir := filepath.Join("testdata", "original", "generated")
-	e, err := LoadDir(dir, Settings{
+// originalDir holds the original's shipped artifacts and scenarios.
+var originalDir = filepath.Join("testdata", "original", "generated")
+
+// originalSettings are the settings the original's scenarios were recorded
+// with. safe is Settings.SandboxSafeRoles.
+func originalSettings(safe []Role) Settings {
+	return Settings{
 		Home:           "/home/provos",
 		Sandbox:        "/home/provos/.ironcurtain/sandbox",
 		ProtectedPaths: []string{"/home/provos/.ironcurtain/constitution.md", "/home/provos/.ironcurtain/generated", "/home/provos/.ironcurtain/config.json"},
@@ -67,11 +68,13 @@ func TestOriginalScenarios(t *testing.T) {
 			"git":              {"github.com", "*.github.com", "gitlab.com", "*.gitlab.com"},
 			"google-workspace": {"googleapis.com", "*.googleapis.com", "accounts.google.com", "oauth2.googleapis.com", "registry.npmjs.org", "*.npmjs.org"},
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
+		SandboxSafeRoles: safe,
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "test-scenarios.json"))
+}
+
+func loadOriginalScenarios(t *testing.T) []originalScenario {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(originalDir, "test-scenarios.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +84,21 @@ func TestOriginalScenarios(t *testing.T) {
 	if err := json.Unmarshal(b, &file); err != nil {
 		t.Fatal(err)
 	}
+	return file.Scenarios
+}
+
+// TestOriginalScenarios replays the original's shipped scenarios
+// (testdata/original, HOME=/home/provos as recorded) against the shipped
+// artifacts, with the original's sandbox-safe roles configured explicitly,
+// and reports every difference that is not a known, documented strictness.
+func TestOriginalScenarios(t *testing.T) {
+	e, err := LoadDir(originalDir, originalSettings(OriginalSandboxSafeRoles()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenarios := loadOriginalScenarios(t)
 	agree, evaluated, known := 0, 0, 0
-	for _, s := range file.Scenarios {
+	for _, s := range scenarios {
 		if s.Request.ServerName == "google-workspace" {
 			continue // the shipped compiled policy has no google-workspace rules
 		}
@@ -103,5 +119,75 @@ func TestOriginalScenarios(t *testing.T) {
 		t.Errorf("%s: got %s (%s: %s), want %s\n  %s", s.Description, got, ev.Decision.Rule, ev.Decision.Reason, s.Expected, in)
 	}
 	t.Logf("%d of %d evaluated scenarios agree, %d are known differences; %d google-workspace scenarios skipped",
-		agree, evaluated, known, len(file.Scenarios)-evaluated)
+		agree, evaluated, known, len(scenarios)-evaluated)
+}
+
+// TestOriginalScenariosDefaultSandboxSafe replays the same scenarios with
+// the default sandbox-safe roles (read-path, write-path) and compares each
+// decision with the original's set: the default is never more permissive,
+// and it differs only where a call deletes or rewrites history inside the
+// sandbox (a delete-path, write-history or delete-history value in the
+// sandbox, which now reaches the compiled rules).
+func TestOriginalScenariosDefaultSandboxSafe(t *testing.T) {
+	orig, err := LoadDir(originalDir, originalSettings(OriginalSandboxSafeRoles()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := LoadDir(originalDir, originalSettings(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := def.SandboxSafeRoles(); !reflect.DeepEqual(got, DefaultSandboxSafeRoles()) {
+		t.Fatalf("default sandbox-safe roles = %v", got)
+	}
+	notSafe := setOf([]Role{RoleDeletePath, RoleWriteHistory, RoleDeleteHistory})
+	changed := 0
+	for _, s := range loadOriginalScenarios(t) {
+		req := Request{Server: s.Request.ServerName, Tool: s.Request.ToolName, Args: s.Request.Arguments}
+		o := orig.Evaluate(context.Background(), req)
+		d := def.Evaluate(context.Background(), req)
+		if o.Decision.Status == d.Decision.Status {
+			continue
+		}
+		changed++
+		if d.Decision.Status.Severity() < o.Decision.Status.Severity() {
+			t.Errorf("%s: the default allows more: %s (%s), original roles %s (%s)", s.Description,
+				d.Decision.Status, d.Decision.Rule, o.Decision.Status, o.Decision.Rule)
+			continue
+		}
+		// The difference must come from a non-safe path role in the sandbox.
+		tl := def.tools[req.Server+"__"+req.Tool]
+		rr := tl.resolve(req.Args)
+		explained := false
+		for i, a := range tl.ann.Args {
+			if rr.perArg[i]&notSafe == 0 {
+				continue
+			}
+			var vals []string
+			switch v := d.Transport[a.Name].(type) {
+			case string:
+				vals = append(vals, v)
+			case []any:
+				for _, e := range v {
+					if s, ok := e.(string); ok {
+						vals = append(vals, s)
+					}
+				}
+			}
+			for _, v := range vals {
+				if within(v, def.Sandbox()) {
+					explained = true
+				}
+			}
+		}
+		if !explained {
+			t.Errorf("%s: %s (%s) with the default roles, %s (%s) with the original's, but no delete or history value lies in the sandbox",
+				s.Description, d.Decision.Status, d.Decision.Rule, o.Decision.Status, o.Decision.Rule)
+		}
+		t.Logf("changed by the default: %q: %s -> %s (%s)", s.Description, o.Decision.Status, d.Decision.Status, d.Decision.Rule)
+	}
+	if changed == 0 {
+		t.Fatal("no scenario changed: deletes and history rewrites in the sandbox still skip the compiled rules")
+	}
+	t.Logf("%d scenarios decide differently with the default sandbox-safe roles", changed)
 }

@@ -45,10 +45,13 @@ const (
 // compiled rules), how values are canonicalised, and the text the compiler
 // puts in its annotation prompt.
 type RoleDefinition struct {
-	Role                 Role
-	Category             Category
-	ResourceIdentifier   bool
-	SandboxSafe          bool // sandbox containment may resolve it
+	Role               Role
+	Category           Category
+	ResourceIdentifier bool
+	// SandboxSafe: sandbox containment resolves the role by default
+	// (DefaultSandboxSafeRoles). Settings.SandboxSafeRoles overrides it;
+	// any path role may be listed there.
+	SandboxSafe          bool
 	Canonicalisation     Canonicalisation
 	Description          string
 	AnnotationGuidance   string
@@ -65,15 +68,15 @@ var roleList = []RoleDefinition{
 		Description:        "Filesystem path that will be written to",
 		AnnotationGuidance: "Assign to arguments that are filesystem paths the tool will write or create. Includes destination paths for file creation and modification.",
 		Servers:            []string{"filesystem", "git"}},
-	{Role: RoleDeletePath, Category: CategoryPath, ResourceIdentifier: true, SandboxSafe: true, Canonicalisation: CanonRealpath, destructivePathWrite: true,
+	{Role: RoleDeletePath, Category: CategoryPath, ResourceIdentifier: true, Canonicalisation: CanonRealpath, destructivePathWrite: true,
 		Description:        "Filesystem path that will be deleted",
 		AnnotationGuidance: "Assign to arguments that are filesystem paths the tool will delete or remove. Also assign to the source argument of move operations (source is deleted after copy).",
 		Servers:            []string{"filesystem", "git"}},
-	{Role: RoleWriteHistory, Category: CategoryPath, ResourceIdentifier: true, SandboxSafe: true, Canonicalisation: CanonRealpath, destructivePathWrite: true,
+	{Role: RoleWriteHistory, Category: CategoryPath, ResourceIdentifier: true, Canonicalisation: CanonRealpath, destructivePathWrite: true,
 		Description:        "Filesystem path where git history will be rewritten",
 		AnnotationGuidance: "Assign to the repository path argument of git operations that rewrite history or modify refs. Includes git_reset, git_rebase, git_merge, git_cherry_pick, and similar operations. These operations are dangerous even within the sandbox and require human oversight.",
 		Servers:            []string{"git"}},
-	{Role: RoleDeleteHistory, Category: CategoryPath, ResourceIdentifier: true, SandboxSafe: true, Canonicalisation: CanonRealpath, destructivePathWrite: true,
+	{Role: RoleDeleteHistory, Category: CategoryPath, ResourceIdentifier: true, Canonicalisation: CanonRealpath, destructivePathWrite: true,
 		Description:        "Filesystem path where git refs or history will be deleted",
 		AnnotationGuidance: "Assign to the repository path argument of git operations that delete refs (branches, tags). Includes git_branch (delete mode), git_tag (delete mode), and similar operations. These operations are dangerous even within the sandbox and require human oversight.",
 		Servers:            []string{"git"}},

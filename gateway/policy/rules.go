@@ -299,7 +299,7 @@ func (c *call) evaluateRole(role Role) Decision {
 	haveBest := false
 	remaining := values
 	sb := c.e.canon.sandbox
-	if sb != "" && c.req.Server == "filesystem" && def.Category == CategoryPath && def.SandboxSafe {
+	if sb != "" && c.req.Server == "filesystem" && def.Category == CategoryPath && c.e.safe.has(role) {
 		kept := remaining[:0:0]
 		for _, p := range remaining {
 			if !within(p, sb) {

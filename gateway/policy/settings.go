@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,81 @@ type Settings struct {
 	// GitTimeout bounds each git run that resolves a remote
 	// (DefaultGitTimeout when zero).
 	GitTimeout time.Duration
+	// SandboxSafeRoles are the path roles that sandbox containment resolves:
+	// on the filesystem and git servers, such a role whose values all lie in
+	// the sandbox is allowed without consulting the compiled rules. Only
+	// path-category roles, each at most once. nil means
+	// DefaultSandboxSafeRoles (read-path, write-path), so deletes and history
+	// rewrites in the sandbox reach the compiled rules; an empty non-nil
+	// slice resolves nothing (every call reaches the rules);
+	// OriginalSandboxSafeRoles reproduces the original IronCurtain.
+	SandboxSafeRoles []Role
+}
+
+// DefaultSandboxSafeRoles returns the roles sandbox containment resolves
+// when Settings.SandboxSafeRoles is nil: reading and writing in the
+// sandbox. Deleting (delete-path) and rewriting or deleting git history
+// (write-history, delete-history) in the sandbox are left to the compiled
+// rules.
+func DefaultSandboxSafeRoles() []Role {
+	return []Role{RoleReadPath, RoleWritePath}
+}
+
+// OriginalSandboxSafeRoles returns the original IronCurtain's sandbox-safe
+// roles: every path role. With these, deletes and history rewrites inside
+// the sandbox are allowed before the compiled rules are consulted.
+func OriginalSandboxSafeRoles() []Role {
+	return []Role{RoleReadPath, RoleWritePath, RoleDeletePath, RoleWriteHistory, RoleDeleteHistory}
+}
+
+// sandboxSafeRoles returns the effective setting.
+func (s Settings) sandboxSafeRoles() []Role {
+	if s.SandboxSafeRoles == nil {
+		return DefaultSandboxSafeRoles()
+	}
+	return s.SandboxSafeRoles
+}
+
+// ValidateSandboxSafeRole checks one sandbox_safe_roles entry: a registered
+// role of the path category. Config validation uses it so that gateway.yaml
+// errors name the field.
+func ValidateSandboxSafeRole(r Role) error {
+	d := roleDef(r)
+	if d == nil {
+		return fmt.Errorf("unknown role %q", r)
+	}
+	if d.Category != CategoryPath {
+		return fmt.Errorf("role %q (category %s) is not a path role; only path roles (%s) can be sandbox-safe", r, d.Category, joinRoles(RolesByCategory(CategoryPath)))
+	}
+	return nil
+}
+
+// validateSandboxSafeRoles checks the whole list: every entry valid, none
+// repeated. The error names the index (sandbox_safe_roles[i]).
+func validateSandboxSafeRoles(rs []Role) (roleSet, error) {
+	var set roleSet
+	for i, r := range rs {
+		field := fmt.Sprintf("sandbox_safe_roles[%d]", i)
+		if err := ValidateSandboxSafeRole(r); err != nil {
+			return 0, settingsErr(field, err)
+		}
+		if set.has(r) {
+			return 0, settingsErr(field, fmt.Errorf("duplicate role %q", r))
+		}
+		set.add(r)
+	}
+	return set, nil
+}
+
+func joinRoles(rs []Role) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(r))
+	}
+	return b.String()
 }
 
 func (s Settings) home() string {

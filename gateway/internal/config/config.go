@@ -46,6 +46,13 @@ type Config struct {
 	// TrustedServers skip policy evaluation (git push and PR-merge
 	// invariants still apply).
 	TrustedServers []string `yaml:"trusted_servers"`
+	// SandboxSafeRoles are the path roles allowed inside the sandbox
+	// without consulting the compiled rules. Absent (or null):
+	// policy.DefaultSandboxSafeRoles, read-path and write-path; [] resolves
+	// nothing. Listing delete-path, write-history or delete-history (the
+	// original IronCurtain's behaviour) lets deletes and history rewrites in
+	// the sandbox skip the rules.
+	SandboxSafeRoles []policy.Role `yaml:"sandbox_safe_roles"`
 	// PolicyDir holds compiled-policy.json, dynamic-lists.json and
 	// optionally tool-annotations.json.
 	PolicyDir string `yaml:"policy_dir"`
@@ -331,6 +338,9 @@ func (c *Config) applyDefaults() {
 	if len(c.ProtectedBranches) == 0 {
 		c.ProtectedBranches = append([]string(nil), DefaultProtectedBranches...)
 	}
+	if c.SandboxSafeRoles == nil { // [] stays empty: nothing is resolved
+		c.SandboxSafeRoles = policy.DefaultSandboxSafeRoles()
+	}
 }
 
 // Validate checks every field and reports all problems at once.
@@ -360,6 +370,14 @@ func (c *Config) validate(name string) error {
 	for i, s := range c.TrustedServers {
 		if s == "" {
 			add(fmt.Sprintf("trusted_servers[%d]", i), errors.New("empty server name"))
+		}
+	}
+	for i, r := range c.SandboxSafeRoles {
+		field := fmt.Sprintf("sandbox_safe_roles[%d]", i)
+		if err := policy.ValidateSandboxSafeRole(r); err != nil {
+			add(field, err)
+		} else if j := indexOf(c.SandboxSafeRoles[:i], r); j >= 0 {
+			add(field, fmt.Errorf("duplicate role %q (also sandbox_safe_roles[%d])", r, j))
 		}
 	}
 	if c.ShadowPolicyDir != "" && c.ShadowPolicyDir == c.PolicyDir {
@@ -435,6 +453,7 @@ func (c *Config) PolicySettings() policy.Settings {
 		ProtectedBranches: append([]string(nil), c.ProtectedBranches...),
 		TrustedServers:    append([]string(nil), c.TrustedServers...),
 		AnnotationsFile:   c.AnnotationsFile,
+		SandboxSafeRoles:  copyRoles(c.SandboxSafeRoles),
 		ShadowPolicyDir:   c.ShadowPolicyDir,
 	}
 	if c.file != "" {
@@ -451,6 +470,24 @@ func (c *Config) PolicySettings() policy.Settings {
 		}
 	}
 	return s
+}
+
+// copyRoles copies rs, keeping the difference between nil (the engine's
+// default) and empty (nothing is sandbox-safe).
+func copyRoles(rs []policy.Role) []policy.Role {
+	if rs == nil {
+		return nil
+	}
+	return append([]policy.Role{}, rs...)
+}
+
+func indexOf[T comparable](s []T, v T) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
 }
 
 func sortedKeys[V any](m map[string]V) []string {

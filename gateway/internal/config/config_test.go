@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"ironcurtain.dev/gateway/policy"
 )
 
 func TestParse(t *testing.T) {
@@ -59,8 +61,46 @@ servers:
 				if c.Sandbox != DefaultSandbox || c.PolicyDir != DefaultPolicyDir || !reflect.DeepEqual(c.ProtectedBranches, DefaultProtectedBranches) {
 					t.Fatalf("defaults not applied: %+v", c)
 				}
+				if !reflect.DeepEqual(c.SandboxSafeRoles, policy.DefaultSandboxSafeRoles()) {
+					t.Fatalf("sandbox_safe_roles default not applied: %v", c.SandboxSafeRoles)
+				}
 			},
 		},
+		{
+			name: "sandbox-safe roles default",
+			yaml: "sandbox_safe_roles:\n",
+			check: func(t *testing.T, c *Config) {
+				want := []policy.Role{policy.RoleReadPath, policy.RoleWritePath}
+				if !reflect.DeepEqual(c.SandboxSafeRoles, want) || !reflect.DeepEqual(c.PolicySettings().SandboxSafeRoles, want) {
+					t.Fatalf("sandbox_safe_roles = %v, settings %v", c.SandboxSafeRoles, c.PolicySettings().SandboxSafeRoles)
+				}
+				checkEngineSafe(t, c, want)
+			},
+		},
+		{
+			name: "sandbox-safe roles of the original",
+			yaml: "sandbox_safe_roles: [read-path, write-path, delete-path, write-history, delete-history]\n",
+			check: func(t *testing.T, c *Config) {
+				if got := c.PolicySettings().SandboxSafeRoles; !reflect.DeepEqual(got, policy.OriginalSandboxSafeRoles()) {
+					t.Fatalf("settings %v", got)
+				}
+				checkEngineSafe(t, c, policy.OriginalSandboxSafeRoles())
+			},
+		},
+		{
+			name: "sandbox-safe roles empty",
+			yaml: "sandbox_safe_roles: []\n",
+			check: func(t *testing.T, c *Config) {
+				if s := c.PolicySettings().SandboxSafeRoles; s == nil || len(s) != 0 {
+					t.Fatalf("[] must reach the engine as empty, not as the default: %#v", s)
+				}
+				checkEngineSafe(t, c, nil)
+			},
+		},
+		{name: "sandbox-safe URL role", yaml: "sandbox_safe_roles: [read-path, fetch-url]\n", wantErr: []string{`gateway.yaml: sandbox_safe_roles[1]: role "fetch-url" (category url) is not a path role`}},
+		{name: "sandbox-safe unknown role", yaml: "sandbox_safe_roles: [delete]\n", wantErr: []string{`gateway.yaml: sandbox_safe_roles[0]: unknown role "delete"`}},
+		{name: "sandbox-safe duplicate", yaml: "sandbox_safe_roles: [read-path, write-path, read-path]\n", wantErr: []string{`gateway.yaml: sandbox_safe_roles[2]: duplicate role "read-path" (also sandbox_safe_roles[0])`}},
+		{name: "sandbox-safe not a list", yaml: "sandbox_safe_roles: read-path\n", wantErr: []string{"gateway.yaml:", "cannot unmarshal"}},
 		{name: "unknown top-level key", yaml: "sandbx: /x\n", wantErr: []string{"gateway.yaml: sandbx: unknown key (line 1)"}},
 		{name: "unknown nested key", yaml: "servers:\n  git:\n    allowd_domains: [x.com]\n", wantErr: []string{"gateway.yaml: servers.git.allowd_domains: unknown key (line 3)"}},
 		{name: "bad domain pattern", yaml: "servers:\n  git:\n    allowed_domains: [github.com, x.com, \"*.\"]\n", wantErr: []string{`gateway.yaml: servers.git.allowed_domains[2]: "*."`}},
@@ -99,6 +139,21 @@ servers:
 	}
 }
 
+// checkEngineSafe builds an engine from c's policy settings and checks the
+// sandbox-safe roles it uses.
+func checkEngineSafe(t *testing.T, c *Config, want []policy.Role) {
+	t.Helper()
+	s := c.PolicySettings()
+	s.Sandbox = t.TempDir()
+	e, err := policy.New(&policy.CompiledPolicy{Rules: []policy.CompiledRule{}}, nil, nil, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.SandboxSafeRoles(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("engine sandbox-safe roles = %v, want %v", got, want)
+	}
+}
+
 func TestFieldErrorIsAs(t *testing.T) {
 	_, err := Parse("/cfg/gateway.yaml", []byte("servers:\n  git:\n    allowed_domains: [\"*.\"]\n"))
 	var fe *FieldError
@@ -128,6 +183,8 @@ func TestLoad(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("sandbox: /workspace\nservers:\n  git:\n    allowed_domains: [github.com]\n"))
 	f.Add([]byte("protected_branches: [main]\n"))
+	f.Add([]byte("sandbox_safe_roles: [read-path, delete-path]\n"))
+	f.Add([]byte("sandbox_safe_roles: []\n"))
 	f.Add([]byte("a: &x [1]\nb: *x\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("/cfg/gateway.yaml", data)

@@ -16,6 +16,10 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
+// defaultSandbox is the sandbox the shipped rules name (gateway.yaml's
+// default).
+const defaultSandbox = "/workspace"
+
 // fixture is a sandbox with a file, a git repository whose origin is on
 // GitHub, and a directory outside the sandbox.
 type fixture struct {
@@ -69,6 +73,9 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The rules name the default sandbox, /workspace; this test's sandbox
+	// is a temporary directory standing in for it.
+	cp = cp.RebaseWithin(defaultSandbox, f.sandbox)
 	ann, err := policy.ParseAnnotations(policy.AnnotationsFile, read(policy.AnnotationsFile))
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +207,6 @@ func TestScenarios(t *testing.T) {
 		{name: "git branch list", tool: "git__branch", args: map[string]any{"path": "$S/repo"}, want: allow},
 		{name: "git remote list", tool: "git__remote", args: map[string]any{"path": "$S/repo", "operation": "list"}, want: allow, rule: "allow-git-remote-inspection"},
 		{name: "git remote get-url", tool: "git__remote", args: map[string]any{"path": "$S/repo", "operation": "get_url", "name": "origin"}, want: allow},
-		{name: "git reset without paths (soft)", tool: "git__reset", args: map[string]any{"path": "$S/repo", "mode": "soft"}, want: allow},
 		{name: "git push escalates", tool: "git__push", args: map[string]any{"path": "$S/repo", "remote": "origin", "branch": "feature"}, want: escalate, rule: "escalate-git-network"},
 		{name: "git push to a URL escalates", tool: "git__push", args: map[string]any{"path": "$S/repo", "remote": "https://github.com/acme/app.git", "branch": "feature"}, want: escalate, rule: "escalate-git-network"},
 		{name: "git push to an unlisted host escalates", tool: "git__push", args: map[string]any{"path": "$S/repo", "remote": "https://evil.example/app.git", "branch": "feature"}, want: escalate, rule: policy.RuleDomainEscalate},
@@ -218,6 +224,34 @@ func TestScenarios(t *testing.T) {
 		{name: "git ext:: remote is denied", tool: "git__clone", args: map[string]any{"url": "ext::sh -c touch% /tmp/pwned", "path": "$S/x"}, want: deny},
 		{name: "git status outside escalates", tool: "git__status", args: map[string]any{"path": "$O/repo"}, want: escalate, rule: "escalate-read-outside-sandbox"},
 		{name: "git commit outside is denied", tool: "git__commit", args: map[string]any{"path": "$O/repo", "message": "x"}, want: deny, rule: "deny-change-outside-sandbox"},
+		{name: "git reset outside is denied", tool: "git__reset", args: map[string]any{"path": "$O/repo", "mode": "hard"}, want: deny, rule: "deny-change-outside-sandbox"},
+		{name: "git branch delete outside is denied", tool: "git__branch", args: map[string]any{"path": "$O/repo", "operation": "delete", "name": "topic"}, want: deny, rule: "deny-change-outside-sandbox"},
+
+		// Deletes and history rewrites inside the sandbox (principles 3 and
+		// 10): the engine leaves delete-path, write-history and
+		// delete-history to the rules, which escalate.
+		{name: "move inside the sandbox escalates (the source is deleted)", tool: "filesystem__move_file", args: map[string]any{"source": "$S/a.txt", "destination": "$S/b.txt"}, want: escalate, rule: "escalate-delete-in-sandbox"},
+		{name: "move into a new directory of the sandbox escalates", tool: "filesystem__move_file", args: map[string]any{"source": "a.txt", "destination": "d/a.txt"}, want: escalate, rule: "escalate-delete-in-sandbox"},
+		{name: "git reset --hard escalates", tool: "git__reset", args: map[string]any{"path": "$S/repo", "mode": "hard"}, want: escalate},
+		{name: "git reset --soft escalates", tool: "git__reset", args: map[string]any{"path": "$S/repo", "mode": "soft"}, want: escalate, rule: "escalate-history-rewrite-in-sandbox"},
+		{name: "git reset with the default mode escalates", tool: "git__reset", args: map[string]any{"path": "$S/repo"}, want: escalate, rule: "escalate-history-rewrite-in-sandbox"},
+		{name: "git rebase escalates", tool: "git__rebase", args: map[string]any{"path": "$S/repo", "upstream": "main"}, want: escalate, rule: "escalate-history-rewrite-in-sandbox"},
+		{name: "git merge escalates", tool: "git__merge", args: map[string]any{"path": "$S/repo", "branch": "topic"}, want: escalate, rule: "escalate-history-rewrite-in-sandbox"},
+		{name: "git cherry-pick escalates", tool: "git__cherry_pick", args: map[string]any{"path": "$S/repo", "commits": []any{"abc123"}}, want: escalate, rule: "escalate-history-rewrite-in-sandbox"},
+		{name: "git commit --amend escalates", tool: "git__commit", args: map[string]any{"path": "$S/repo", "message": "again", "amend": true}, want: escalate, rule: "escalate-history-rewrite-in-sandbox"},
+		{name: "git pull --rebase escalates", tool: "git__pull", args: map[string]any{"path": "$S/repo", "remote": "origin", "rebase": true}, want: escalate},
+		{name: "git branch delete escalates", tool: "git__branch", args: map[string]any{"path": "$S/repo", "operation": "delete", "name": "topic"}, want: escalate, rule: "escalate-history-delete-in-sandbox"},
+		{name: "git branch rename escalates", tool: "git__branch", args: map[string]any{"path": "$S/repo", "operation": "rename", "name": "topic", "new_name": "topic2"}, want: escalate, rule: "escalate-history-delete-in-sandbox"},
+		{name: "git tag delete escalates", tool: "git__tag", args: map[string]any{"path": "$S/repo", "operation": "delete", "name": "v1"}, want: escalate, rule: "escalate-history-delete-in-sandbox"},
+		{name: "git stash drop escalates", tool: "git__stash", args: map[string]any{"path": "$S/repo", "operation": "drop"}, want: escalate, rule: "escalate-history-delete-in-sandbox"},
+		{name: "git worktree remove escalates", tool: "git__worktree", args: map[string]any{"path": "$S/repo", "operation": "remove", "worktree_path": "$S/wt"}, want: escalate, rule: "escalate-delete-in-sandbox"},
+		{name: "git tag create", tool: "git__tag", args: map[string]any{"path": "$S/repo", "operation": "create", "name": "v1"}, want: allow, rule: policy.RuleSandboxAllow},
+		{name: "git stash", tool: "git__stash", args: map[string]any{"path": "$S/repo"}, want: allow, rule: policy.RuleSandboxAllow},
+		{name: "git checkout", tool: "git__checkout", args: map[string]any{"path": "$S/repo", "target": "topic"}, want: allow, rule: policy.RuleSandboxAllow},
+		{name: "git tag list", tool: "git__tag", args: map[string]any{"path": "$S/repo", "operation": "list"}, want: allow, rule: policy.RuleSandboxAllow},
+		{name: "git stash list", tool: "git__stash", args: map[string]any{"path": "$S/repo", "operation": "list"}, want: allow, rule: policy.RuleSandboxAllow},
+		{name: "git worktree list", tool: "git__worktree", args: map[string]any{"path": "$S/repo", "operation": "list"}, want: allow},
+		{name: "move a file onto .git/config is denied", tool: "filesystem__move_file", args: map[string]any{"source": "$S/a.txt", "destination": "$S/repo/.git/config"}, want: deny, rule: policy.RuleProtectedPath},
 
 		// GitHub (principles 13-16)
 		{name: "view a pull request", tool: "github__pr_view", args: pr(map[string]any{"number": 1.0}), want: allow, rule: "allow-github-reads"},
@@ -240,22 +274,6 @@ func TestScenarios(t *testing.T) {
 
 		// Everything else (principle 20)
 		{name: "unknown server", tool: "shell__exec", args: map[string]any{"cmd": "id"}, want: deny, rule: policy.RuleUnknownTool},
-	})
-}
-
-// TestKnownGapSandboxSafeDeletes pins what the engine does today with
-// deletes and history rewrites inside the sandbox: the constitution asks for
-// an escalation (principles 3 and 10), but the engine resolves these path
-// roles by sandbox containment before the compiled rules are consulted (see
-// README.md, "Known gap"). When the engine changes, this test fails: move
-// these rows into TestScenarios with want escalate.
-func TestKnownGapSandboxSafeDeletes(t *testing.T) {
-	f := newFixture(t)
-	f.check(t, []scenario{
-		{name: "move inside the sandbox", tool: "filesystem__move_file", args: map[string]any{"source": "$S/a.txt", "destination": "$S/b.txt"}, want: policy.Allow, rule: policy.RuleSandboxAllow},
-		{name: "git reset --hard", tool: "git__reset", args: map[string]any{"path": "$S/repo", "mode": "hard"}, want: policy.Allow},
-		{name: "git rebase", tool: "git__rebase", args: map[string]any{"path": "$S/repo", "upstream": "main"}, want: policy.Allow, rule: policy.RuleSandboxAllow},
-		{name: "git branch delete", tool: "git__branch", args: map[string]any{"path": "$S/repo", "operation": "delete", "name": "topic"}, want: policy.Allow, rule: policy.RuleSandboxAllow},
 	})
 }
 
