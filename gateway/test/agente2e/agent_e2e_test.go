@@ -125,7 +125,7 @@ func startGateway(t *testing.T, approve map[string]bool) *world {
 	runGit(t, repo, "commit", "-q", "-m", "initial")
 	runGit(t, repo, "remote", "add", "origin", "https://github.com/acme/app.git")
 
-	eng, err := policy.LoadDir(filepath.Join("..", "..", "policies", "base"), policy.Settings{
+	eng, err := policy.LoadDir(basePolicy(t, w.sandbox), policy.Settings{
 		Sandbox:          w.sandbox,
 		Home:             root,
 		DomainAllowlists: map[string][]string{"git": {"github.com", "*.github.com"}},
@@ -164,6 +164,33 @@ func startGateway(t *testing.T, approve map[string]bool) *world {
 	})
 	w.url = srv.URL + "/mcp"
 	return w
+}
+
+// basePolicy copies the shipped base policy into a temporary directory with
+// its rules' /workspace (the default sandbox they name) moved to sandbox.
+func basePolicy(t *testing.T, sandbox string) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "policies", "base")
+	dir := t.TempDir()
+	for _, name := range []string{policy.AnnotationsFile, policy.DynamicListsFile, policy.CompiledPolicyFile} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == policy.CompiledPolicyFile {
+			cp, err := policy.ParseCompiledPolicy(name, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, err = json.Marshal(cp.RebaseWithin("/workspace", sandbox)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // session connects the agent the way ironcurtain-agent does.
@@ -359,12 +386,17 @@ func TestDemoTranscript(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.sandbox, "ironcurtain-demo.deleted")); err != nil {
 		t.Errorf("the approved deletion did not happen: %v", err)
 	}
-	// Whether the deletion went to the human depends on the engine: see
-	// gateway/policies/base/README.md, "Known gap" (moves inside the
-	// sandbox are allowed by sandbox containment today).
+	// The deletion (move_file deletes its source) went to the human: the
+	// engine leaves delete-path in the sandbox to the rules, which escalate.
 	w.human.mu.Lock()
-	t.Logf("escalations in the demo: %d", len(w.human.requests))
+	var asked []string
+	for _, r := range w.human.requests {
+		asked = append(asked, r.Server+"__"+r.Tool)
+	}
 	w.human.mu.Unlock()
+	if strings.Join(asked, ",") != "filesystem__move_file" {
+		t.Errorf("escalations shown to the human = %v, want the deletion only", asked)
+	}
 }
 
 func contains(list []string, s string) bool {
