@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"ironcurtain.dev/compiler/internal/fakemodel"
@@ -61,10 +62,10 @@ func TestHijackedModelCannotCertifyWritesOutsideSandbox(t *testing.T) {
 			Answers: []fakemodel.Answer{answer(t, obj{"reasoning": "The rules are fine.", "operations": []obj{}})}, Repeat: true},
 		{Name: "scenarios", System: []string{"You write test scenarios"}, Answers: []fakemodel.Answer{fsScenarios(t)}},
 	}}
-	judges := 0
+	var judges atomic.Int64
 	srv := fakemodel.New(func(r fakemodel.Request) fakemodel.Answer {
 		if strings.Contains(r.System, "You verify that compiled policy rules") {
-			judges++
+			judges.Add(1)
 			return judgeBlamingScenarios(r)
 		}
 		return script.Respond(r)
@@ -83,8 +84,8 @@ func TestHijackedModelCannotCertifyWritesOutsideSandbox(t *testing.T) {
 	if fs.Repairs != MaxRepairs {
 		t.Errorf("repairs = %d, want %d", fs.Repairs, MaxRepairs)
 	}
-	if judges != 1+MaxRepairs {
-		t.Errorf("judge rounds = %d, want %d", judges, 1+MaxRepairs)
+	if judges.Load() != 1+MaxRepairs {
+		t.Errorf("judge rounds = %d, want %d", judges.Load(), 1+MaxRepairs)
 	}
 	if len(fs.Refused) == 0 {
 		t.Error("no refused correction recorded")

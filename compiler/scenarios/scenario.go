@@ -158,6 +158,7 @@ func Sort(list []Scenario) {
 func Merge(base []Scenario, extra ...Scenario) []Scenario {
 	calls := map[string]bool{}
 	names := map[string]bool{}
+	next := map[string]int{} // next suffix to try per description
 	out := make([]Scenario, 0, len(base)+len(extra))
 	add := func(s Scenario) {
 		k := s.Request.Key()
@@ -166,8 +167,12 @@ func Merge(base []Scenario, extra ...Scenario) []Scenario {
 		}
 		calls[k] = true
 		name := s.Description
-		for n := 2; names[name]; n++ {
-			name = fmt.Sprintf("%s (%d)", s.Description, n)
+		if names[name] {
+			n := max(next[s.Description], 2)
+			for ; names[name]; n++ {
+				name = fmt.Sprintf("%s (%d)", s.Description, n)
+			}
+			next[s.Description] = n
 		}
 		s.Description = name
 		names[name] = true

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -46,7 +47,7 @@ func problems(s *jsonschema.Schema, v any, path string, out *[]string) {
 	switch x := v.(type) {
 	case string:
 		if s.Pattern != "" {
-			if re, err := regexp.Compile(s.Pattern); err == nil && !re.MatchString(x) {
+			if re, err := compiled(s.Pattern); err == nil && !re.MatchString(x) {
 				add("%q does not match %s", x, s.Pattern)
 			}
 		}
@@ -128,6 +129,20 @@ func problems(s *jsonschema.Schema, v any, path string, out *[]string) {
 			}
 		}
 	}
+}
+
+var patterns sync.Map // pattern -> *regexp.Regexp
+
+func compiled(p string) (*regexp.Regexp, error) {
+	if re, ok := patterns.Load(p); ok {
+		return re.(*regexp.Regexp), nil
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil, err
+	}
+	patterns.Store(p, re)
+	return re, nil
 }
 
 func at(path string) string {
