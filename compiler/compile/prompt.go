@@ -45,7 +45,7 @@ func structuralSection(s policy.Settings, server string) string {
 The engine applies these checks in code BEFORE your rules, and your rules cannot override them:
 
 `)
-	fmt.Fprintf(&b, "1. Sandbox. The agent's workspace is %s. On the filesystem and git servers, a call whose path-role arguments all lie inside the sandbox is allowed without consulting your rules. Do not write rules for paths inside the sandbox.\n", s.Sandbox)
+	fmt.Fprintf(&b, "1. Sandbox. The agent's workspace is %s. On the filesystem and git servers, arguments with these roles whose values all lie inside the sandbox are allowed without consulting your rules: %s. Do not write rules for them inside the sandbox. Every other role inside the sandbox (for example deletes and history rewrites) DOES reach your rules: when the constitution speaks about such operations in the sandbox, write rules with \"paths\": {\"within\": %q} for them.\n", s.Sandbox, toolset.SandboxSafeText(s), s.Sandbox)
 	b.WriteString("2. Protected files are denied: git metadata and environment files inside the sandbox (.git/**, .gitmodules, .gitattributes, .env, .envrc) and these paths:\n")
 	if len(s.ProtectedPaths) == 0 {
 		b.WriteString("   (the gateway's policy and secret files)\n")

@@ -46,7 +46,10 @@ type Config struct {
 	ProtectedPaths    []string
 	ProtectedBranches []string
 	TrustedServers    []string
-	Servers           []Server
+	// SandboxSafeRoles are the path roles sandbox containment resolves
+	// (nil: the engine's default).
+	SandboxSafeRoles []policy.Role
+	Servers          []Server
 }
 
 type serverYAML struct {
@@ -61,6 +64,7 @@ type fileYAML struct {
 	ProtectedPaths    []string              `yaml:"protected_paths"`
 	ProtectedBranches []string              `yaml:"protected_branches"`
 	TrustedServers    []string              `yaml:"trusted_servers"`
+	SandboxSafeRoles  []policy.Role         `yaml:"sandbox_safe_roles"`
 	Servers           map[string]serverYAML `yaml:"servers"`
 }
 
@@ -89,7 +93,17 @@ func parseYAML(path string, b []byte, home string) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
-	c := &Config{File: path, Sandbox: f.Sandbox, ProtectedBranches: f.ProtectedBranches, TrustedServers: f.TrustedServers}
+	c := &Config{File: path, Sandbox: f.Sandbox, ProtectedBranches: f.ProtectedBranches, TrustedServers: f.TrustedServers, SandboxSafeRoles: f.SandboxSafeRoles}
+	seen := map[policy.Role]bool{}
+	for i, r := range f.SandboxSafeRoles {
+		if err := policy.ValidateSandboxSafeRole(r); err != nil {
+			return nil, fmt.Errorf("%s: sandbox_safe_roles[%d]: %w", path, i, err)
+		}
+		if seen[r] {
+			return nil, fmt.Errorf("%s: sandbox_safe_roles[%d]: duplicate role %q", path, i, r)
+		}
+		seen[r] = true
+	}
 	if c.Sandbox == "" {
 		c.Sandbox = DefaultSandbox
 	}
@@ -172,6 +186,7 @@ func (c *Config) Settings(home string) policy.Settings {
 		ProtectedPaths:    append([]string(nil), c.ProtectedPaths...),
 		ProtectedBranches: append([]string(nil), c.ProtectedBranches...),
 		TrustedServers:    append([]string(nil), c.TrustedServers...),
+		SandboxSafeRoles:  c.SandboxSafeRoles,
 		Home:              home,
 	}
 	for _, sv := range c.Servers {

@@ -86,6 +86,18 @@ servers:
 				}
 			},
 		},
+		{
+			name: "sandbox-safe roles",
+			file: "gateway.yaml",
+			body: "sandbox_safe_roles: [read-path]\n",
+			check: func(t *testing.T, c *Config) {
+				if s := c.Settings("/h"); len(s.SandboxSafeRoles) != 1 || s.SandboxSafeRoles[0] != "read-path" {
+					t.Errorf("sandbox-safe roles = %v", s.SandboxSafeRoles)
+				}
+			},
+		},
+		{name: "non-path sandbox-safe role", file: "gateway.yaml", body: "sandbox_safe_roles: [fetch-url]\n", wantErr: "sandbox_safe_roles[0]"},
+		{name: "duplicate sandbox-safe role", file: "gateway.yaml", body: "sandbox_safe_roles: [read-path, read-path]\n", wantErr: "sandbox_safe_roles[1]: duplicate"},
 		{name: "bad domain", file: "gateway.yaml", body: "servers:\n  git:\n    allowed_domains: [\"*.\"]\n", wantErr: "servers.git.allowed_domains[0]"},
 		{name: "bad server name", file: "s.json", body: `{"a__b": {"command": "x"}}`, wantErr: `"__"`},
 		{name: "bad yaml", file: "gateway.yaml", body: "servers: [", wantErr: "gateway.yaml"},

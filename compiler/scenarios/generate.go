@@ -178,8 +178,8 @@ func generatorPrompt(in GenerateInput, batch []toolset.Tool) string {
 %s
 ## Environment
 
-- Sandbox (the agent's workspace): %s. On the filesystem and git servers, calls whose paths all lie inside it are always allowed.
-`, strings.TrimSpace(in.Constitution), toolset.Describe(batch), in.Settings.Sandbox)
+- Sandbox (the agent's workspace): %s. On the filesystem and git servers, arguments with the roles %s are always allowed inside it; other operations inside it (deletes, history rewrites) follow the constitution.
+`, strings.TrimSpace(in.Constitution), toolset.Describe(batch), in.Settings.Sandbox, toolset.SandboxSafeText(in.Settings))
 	if in.Settings.Home != "" {
 		fmt.Fprintf(&b, "- Home directory: %s (so ~/Downloads is %s/Downloads).\n", in.Settings.Home, strings.TrimSuffix(in.Settings.Home, "/"))
 	}

@@ -108,3 +108,20 @@ func compact(v any) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// SandboxSafe returns the path roles sandbox containment resolves under s.
+func SandboxSafe(s policy.Settings) []policy.Role {
+	if s.SandboxSafeRoles == nil {
+		return policy.DefaultSandboxSafeRoles()
+	}
+	return s.SandboxSafeRoles
+}
+
+// SandboxSafeText names the sandbox-safe roles for a prompt ("read-path,
+// write-path", or "none").
+func SandboxSafeText(s policy.Settings) string {
+	if r := SandboxSafe(s); len(r) > 0 {
+		return joinRoles(r)
+	}
+	return "none"
+}

@@ -81,9 +81,18 @@ func (v *Verifier) Close() error {
 // Settings are the deployment's settings (for prompts).
 func (v *Verifier) Settings() policy.Settings { return v.settings }
 
-// Engine builds an engine from in-memory artifacts.
+// Engine builds an engine from in-memory artifacts. Rules whose
+// paths.within names the deployment's sandbox are rebased onto the scratch
+// sandbox for evaluation (the artifacts themselves are not changed).
 func (v *Verifier) Engine(pol *policy.CompiledPolicy, l *policy.DynamicLists, ann *policy.Annotations) (*policy.Engine, error) {
-	return policy.New(pol, ann, l, v.engine)
+	return policy.New(v.rebase(pol), ann, l, v.engine)
+}
+
+func (v *Verifier) rebase(pol *policy.CompiledPolicy) *policy.CompiledPolicy {
+	if pol == nil || v.settings.Sandbox == "" {
+		return pol
+	}
+	return pol.RebaseWithin(v.settings.Sandbox, v.scratch)
 }
 
 // EngineFromArtifacts encodes the artifacts, parses them back with the
@@ -117,7 +126,7 @@ func (v *Verifier) EngineFromArtifacts(pol *policy.CompiledPolicy, l *policy.Dyn
 	if err != nil {
 		return nil, fmt.Errorf("verifying %s: %w", artifact.AnnotationsFile, err)
 	}
-	e, err := policy.New(p2, a2, l2, v.engine)
+	e, err := policy.New(v.rebase(p2), a2, l2, v.engine)
 	if err != nil {
 		return nil, fmt.Errorf("verifying policy: %w", err)
 	}

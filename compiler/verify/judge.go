@@ -204,14 +204,14 @@ func judgePrompt(in Input) string {
 %s
 ## Engine behaviour that is always correct
 
-- Calls on the filesystem and git servers whose paths all lie inside the sandbox %s are allowed (rule structural-sandbox-allow).
+- On the filesystem and git servers, arguments with the roles %s whose values all lie inside the sandbox %s are allowed (rule structural-sandbox-allow); other roles inside the sandbox are decided by the rules.
 - Protected files and paths are denied (structural-protected-path); git force pushes, branch deletions and pushes to protected branches are denied (structural-git-push); unknown tools and arguments are denied.
 - URL arguments outside the server's domain allowlist are escalated (structural-domain-escalate).
 - "default-deny" means no rule matched: right when the constitution forbids the call or is silent, wrong when it allows the call or asks for a human.
 - A rule that escalates gives "escalate", never "deny".
 
 A structural result that disagrees with a scenario means the scenario is wrong.
-`, in.Server, strings.TrimSpace(in.Constitution), compile.FormatRules(in.Rules), toolset.Describe(in.Tools), in.Settings.Sandbox)
+`, in.Server, strings.TrimSpace(in.Constitution), compile.FormatRules(in.Rules), toolset.Describe(in.Tools), toolset.SandboxSafeText(in.Settings), in.Settings.Sandbox)
 	if in.Settings.Home != "" {
 		fmt.Fprintf(&b, "\nThe home directory is %s.\n", in.Settings.Home)
 	}

@@ -98,3 +98,35 @@ func TestVerifierScratchSandbox(t *testing.T) {
 		t.Error("no annotations must be an error")
 	}
 }
+
+// TestVerifierRebasesSandboxRules: a rule naming the deployment's sandbox
+// applies to the scenarios aimed at the sandbox, which run in the scratch
+// directory.
+func TestVerifierRebasesSandboxRules(t *testing.T) {
+	v, err := NewVerifier(context.Background(), testenv.Settings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	pol := &policy.CompiledPolicy{Rules: []policy.CompiledRule{{
+		Name: "filesystem-escalate-delete-in-sandbox", Then: policy.Escalate, Reason: "r",
+		If: policy.RuleCondition{Server: []string{"filesystem"}, Paths: &policy.PathCondition{Roles: []policy.Role{policy.RoleDeletePath}, Within: "/workspace"}},
+	}, {
+		Name: "filesystem-allow-write-in-sandbox", Then: policy.Allow, Reason: "r",
+		If: policy.RuleCondition{Server: []string{"filesystem"}, Roles: []policy.Role{policy.RoleReadPath}, Paths: &policy.PathCondition{Roles: []policy.Role{policy.RoleReadPath}, Within: "/workspace"}},
+	}}}
+	e, err := v.EngineFromArtifacts(pol, nil, testenv.Annotations(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := v.Run(context.Background(), e, []scenarios.Scenario{{
+		Description: "move inside the sandbox", ExpectedDecision: scenarios.ExpectEscalate,
+		Request: scenarios.Request{ServerName: "filesystem", ToolName: "move_file", Arguments: map[string]any{"source": "/workspace/a", "destination": "/workspace/b"}},
+	}})
+	if !res[0].Pass {
+		t.Errorf("in-sandbox move: %s by %s, want escalate by the rebased rule", res[0].Decision.Status, res[0].Decision.Rule)
+	}
+	if pol.Rules[0].If.Paths.Within != "/workspace" {
+		t.Error("the verifier modified the policy")
+	}
+}

@@ -130,7 +130,7 @@ func takesValue(flagArg string) bool {
 		flagArg = flagArg[1:]
 	}
 	switch flagArg {
-	case "annotations", "scenarios", "gateway-config", "sandbox", "home", "protected-path", "protected-branch", "allow-domain":
+	case "annotations", "scenarios", "gateway-config", "sandbox", "home", "protected-path", "protected-branch", "allow-domain", "sandbox-safe-role":
 		return true
 	}
 	return false

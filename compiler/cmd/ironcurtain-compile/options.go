@@ -139,6 +139,7 @@ type settingsFlags struct {
 	protectedPaths    multiFlag
 	protectedBranches multiFlag
 	allowDomains      multiFlag
+	sandboxSafe       multiFlag
 }
 
 // DefaultHome is the home directory ~ expands to during verification when
@@ -152,6 +153,7 @@ func (s *settingsFlags) register(fs *flag.FlagSet) {
 	fs.Var(&s.protectedPaths, "protected-path", "extra protected path (repeatable)")
 	fs.Var(&s.protectedBranches, "protected-branch", "protected branch (repeatable; default main, master)")
 	fs.Var(&s.allowDomains, "allow-domain", "server=pattern domain allowlist entry (repeatable)")
+	fs.Var(&s.sandboxSafe, "sandbox-safe-role", "path role sandbox containment resolves (repeatable; default: gateway.yaml's sandbox_safe_roles, else read-path and write-path)")
 }
 
 // settings returns the engine settings and the gateway config (may be nil).
@@ -174,6 +176,15 @@ func (s *settingsFlags) settings() (policy.Settings, *gatewayconfig.Config, erro
 	}
 	st.ProtectedPaths = append(st.ProtectedPaths, s.protectedPaths...)
 	st.ProtectedBranches = append(st.ProtectedBranches, s.protectedBranches...)
+	if len(s.sandboxSafe) > 0 {
+		st.SandboxSafeRoles = nil
+		for _, r := range s.sandboxSafe {
+			if err := policy.ValidateSandboxSafeRole(policy.Role(r)); err != nil {
+				return st, nil, usageErr("--sandbox-safe-role: %v", err)
+			}
+			st.SandboxSafeRoles = append(st.SandboxSafeRoles, policy.Role(r))
+		}
+	}
 	for _, v := range s.allowDomains {
 		server, pattern, ok := strings.Cut(v, "=")
 		if !ok || server == "" {
