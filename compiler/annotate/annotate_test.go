@@ -42,6 +42,20 @@ func TestListTools(t *testing.T) {
 	if _, err := ListTools(context.Background(), gatewayconfig.Server{Name: "x", Command: "/nonexistent/mcp"}, os.Getenv); err == nil || !strings.Contains(err.Error(), "connecting to x") {
 		t.Errorf("missing binary: %v", err)
 	}
+	withRef := notesServer()
+	withRef.Env["NOTES_TOKEN"] = "${NOTES_TOKEN_FOR_TEST}"
+	if _, err := ListTools(context.Background(), withRef, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "servers.notes.env.NOTES_TOKEN refers to $NOTES_TOKEN_FOR_TEST") {
+		t.Errorf("unset reference: %v", err)
+	}
+	getenv := func(k string) string {
+		if k == "NOTES_TOKEN_FOR_TEST" {
+			return "secret"
+		}
+		return os.Getenv(k)
+	}
+	if _, err := ListTools(context.Background(), withRef, getenv); err != nil {
+		t.Errorf("set reference: %v", err)
+	}
 }
 
 func ann(t *testing.T, js string) []policy.ToolAnnotation {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"sort"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 
 	"ironcurtain.dev/compiler/gatewayconfig"
 )
+
+var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 
 // ListTimeout bounds connecting to a server and listing its tools.
 const ListTimeout = 60 * time.Second
@@ -23,7 +26,8 @@ var passEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER"}
 
 // ListTools starts srv with the official MCP Go SDK client over stdio and
 // returns its tools sorted by name. getenv supplies the passed-through
-// variables; srv.Env is added on top.
+// variables; srv.Env is added on top, with ${NAME} values read through
+// getenv as the gateway does.
 func ListTools(ctx context.Context, srv gatewayconfig.Server, getenv func(string) string) ([]ToolSchema, error) {
 	if !srv.External() {
 		return nil, fmt.Errorf("listing tools of %s: the server has no command (built-in servers annotate themselves)", srv.Name)
@@ -42,7 +46,15 @@ func ListTools(ctx context.Context, srv gatewayconfig.Server, getenv func(string
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		cmd.Env = append(cmd.Env, k+"="+srv.Env[k])
+		v := srv.Env[k]
+		// Like the gateway: a value that is exactly ${NAME} is read from
+		// the environment (the operator chose to pass that variable).
+		if m := envRef.FindStringSubmatch(v); m != nil {
+			if v = getenv(m[1]); v == "" {
+				return nil, fmt.Errorf("starting %s: servers.%s.env.%s refers to $%s, which is not set", srv.Name, srv.Name, k, m[1])
+			}
+		}
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "ironcurtain-compile", Version: "1"}, nil)
 	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
