@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"ironcurtain.dev/compiler/internal/testenv"
 	"ironcurtain.dev/gateway/policy"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files")
 
 func TestMain(m *testing.M) {
 	if testenv.MaybeServeMCP() {
@@ -60,6 +63,14 @@ func TestAnnotateToolsCommand(t *testing.T) {
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	golden := filepath.Join(testenv.Dir(), "golden", "want", "annotate-tool-annotations.json")
+	if *update {
+		if err := os.WriteFile(golden, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else if want, err := os.ReadFile(golden); err != nil || string(want) != string(b) {
+		t.Errorf("tool-annotations.json differs from %s (run with -update to regenerate): %v", golden, err)
 	}
 	ann, err := policy.ParseAnnotations(out, b)
 	if err != nil {
