@@ -1,0 +1,188 @@
+package e2e_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"ironcurtain.dev/e2e/internal/stack"
+)
+
+// TestEgress: the agent container has no route to the internet container;
+// through the gateway's proxy an allowlisted alias answers and an unlisted
+// one gets 403; both are rows in egress_events.
+func TestEgress(t *testing.T) {
+	s := topology(t)
+	ctx := ctxFor(t, 5*time.Minute)
+	const session = "egress"
+
+	t.Run("no direct route", func(t *testing.T) {
+		targets := []string{
+			s.InternetIP.String() + ":443", // the internet container's address
+			s.InternetIP.String() + ":80",
+			stack.HostAllowed + ":443", // its names do not even resolve on agent_net
+			"1.1.1.1:443",              // the real internet
+		}
+		var got []struct {
+			Addr      string `json:"addr"`
+			Connected bool   `json:"connected"`
+			Error     string `json:"error"`
+		}
+		if err := s.Probe(ctx, session, nil, &got, append([]string{"dial"}, targets...)...); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(targets) {
+			t.Fatalf("dial results = %+v", got)
+		}
+		for _, r := range got {
+			if r.Connected {
+				t.Errorf("the agent container connected directly to %s", r.Addr)
+			} else {
+				t.Logf("direct %s: refused (%s)", r.Addr, r.Error)
+			}
+		}
+	})
+
+	type fetch struct {
+		URL         string `json:"url"`
+		ProxyStatus int    `json:"proxy_status"`
+		ProxyBody   string `json:"proxy_body"`
+		Status      int    `json:"status"`
+		Body        string `json:"body"`
+		Error       string `json:"error"`
+	}
+	tests := []struct {
+		name      string
+		url       string
+		proxy     string // "" = the session's HTTPS_PROXY/HTTP_PROXY
+		wantProxy int
+		wantBody  string // destination answer, when reached
+	}{
+		{name: "https allowlisted", url: "https://" + stack.HostAllowed + "/hello", wantProxy: 200, wantBody: "hello from " + stack.HostAllowed},
+		{name: "https unlisted", url: "https://" + stack.HostBlocked + "/hello", wantProxy: 403},
+		{name: "http allowlisted", url: "http://" + stack.HostAllowed + "/plain", wantProxy: 200, wantBody: "hello from " + stack.HostAllowed},
+		{name: "http unlisted", url: "http://" + stack.HostBlocked + "/plain", wantProxy: 403},
+		{name: "unlisted by address", url: "https://" + s.InternetIP.String() + "/", wantProxy: 403},
+		{name: "the model host is not the agent's to reach", url: "https://" + stack.HostModel + "/v1/messages", wantProxy: 403},
+		{name: "wrong agent token", url: "https://" + stack.HostAllowed + "/", proxy: "http://egress:not-a-token@gateway:3128", wantProxy: 407},
+		{name: "no agent token", url: "https://" + stack.HostAllowed + "/", proxy: "http://gateway:3128", wantProxy: 407},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"fetch", "-ca", stack.AgentCAPath}
+			if tt.proxy != "" {
+				args = append(args, "-proxy", tt.proxy)
+			}
+			var got fetch
+			if err := s.Probe(ctx, session, nil, &got, append(args, tt.url)...); err != nil {
+				t.Fatal(err)
+			}
+			if got.ProxyStatus != tt.wantProxy {
+				t.Fatalf("proxy answered %d, want %d: %+v", got.ProxyStatus, tt.wantProxy, got)
+			}
+			if tt.wantBody != "" {
+				if got.Status != 200 || !strings.Contains(got.Body, tt.wantBody) {
+					t.Fatalf("destination answered %d %q, want 200 containing %q (%s)", got.Status, got.Body, tt.wantBody, got.Error)
+				}
+			} else if got.Status != 0 || got.Body != "" {
+				t.Fatalf("a refused request reached the destination: %+v", got)
+			}
+			t.Logf("%s → proxy %d %q, destination %d", tt.url, got.ProxyStatus, got.ProxyBody, got.Status)
+		})
+	}
+
+	t.Run("refused hosts never reached the internet", func(t *testing.T) {
+		reqs, err := s.InternetRequests(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seenAllowed := false
+		for _, r := range reqs {
+			switch r.Host {
+			case stack.HostBlocked:
+				t.Errorf("the internet container served %s: %+v", stack.HostBlocked, r)
+			case stack.HostAllowed:
+				seenAllowed = true
+			}
+		}
+		if !seenAllowed {
+			t.Errorf("the internet container never saw %s", stack.HostAllowed)
+		}
+	})
+
+	t.Run("egress_events", func(t *testing.T) {
+		type event struct {
+			Kind       string `json:"kind"`
+			Method     string `json:"method"`
+			Host       string `json:"host"`
+			Port       int    `json:"port"`
+			ResolvedIP string `json:"resolved_ip"`
+			Decision   string `json:"decision"`
+			Reason     string `json:"reason"`
+			Rule       string `json:"rule"`
+			BytesDown  int64  `json:"bytes_down"`
+		}
+		want := []struct {
+			kind, host, decision string
+			port                 int
+		}{
+			{kind: "connect", host: stack.HostAllowed, port: 443, decision: "allow"},
+			{kind: "connect", host: stack.HostBlocked, port: 443, decision: "deny"},
+			{kind: "http", host: stack.HostAllowed, port: 80, decision: "allow"},
+			{kind: "http", host: stack.HostBlocked, port: 80, decision: "deny"},
+			{kind: "connect", host: stack.HostModel, port: 443, decision: "deny"},
+		}
+		var events []event
+		deadline := time.Now().Add(30 * time.Second) // rows are written when a tunnel closes
+		for {
+			events = nil
+			if err := s.QueryJSON(ctx, `SELECT kind, method, host, port, resolved_ip, decision, reason, rule, bytes_down
+				FROM egress_events WHERE session_id = 'egress' ORDER BY seq`, &events); err != nil {
+				t.Fatal(err)
+			}
+			missing := 0
+			for _, w := range want {
+				found := false
+				for _, e := range events {
+					if e.Kind == w.kind && e.Host == w.host && e.Port == w.port && e.Decision == w.decision {
+						found = true
+					}
+				}
+				if !found {
+					missing++
+					if time.Now().After(deadline) {
+						t.Errorf("no egress_events row %s %s:%d %s; rows: %+v", w.kind, w.host, w.port, w.decision, events)
+					}
+				}
+			}
+			if missing == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		for _, e := range events {
+			if e.Decision == "allow" && (e.ResolvedIP != s.InternetIP.String() || e.BytesDown == 0) {
+				t.Errorf("allowed event without the checked address or traffic: %+v (internet is %s)", e, s.InternetIP)
+			}
+			if e.Decision == "deny" && e.Reason == "" {
+				t.Errorf("denied event without a reason: %+v", e)
+			}
+			t.Logf("egress_events: %+v", e)
+		}
+		verifyChain(t, ctx, s, session, int64(len(want)))
+	})
+
+	t.Run("doctor", func(t *testing.T) {
+		r, err := s.ExecAgent(ctx, session, nil, "ironcurtain-agent", "doctor",
+			"--direct", s.InternetIP.String()+":443,1.1.1.1:443",
+			"--unlisted-host", stack.HostBlocked+":443",
+			"--allowed-host", stack.HostAllowed+":443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("ironcurtain-agent doctor:\n%s%s", r.Stdout, r.Stderr)
+		if r.Code != 0 {
+			t.Fatalf("doctor failed inside the agent container: %s", r)
+		}
+	})
+}

@@ -1,0 +1,83 @@
+package stack
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Paths inside the gateway container.
+const (
+	gatewayConfigPath = "/etc/ironcurtain/e2e/gateway.yaml"
+	agentTokenDir     = "/run/ironcurtain/agent-tokens"
+	caBundlePath      = "/etc/ssl/certs/ca-certificates.crt"
+	workspace         = "/workspace"
+)
+
+// configParams are the per-run values of the e2e gateway.yaml.
+type configParams struct {
+	Sessions     []string     // sessions with a token file (besides "agent" from the environment)
+	EgressSubnet netip.Prefix // the suite's egress network
+}
+
+// gatewayConfig renders the gateway.yaml the suite mounts into the real
+// gateway image. Every key is a real gateway.yaml key (the gateway parses
+// the file strictly and refuses to start on an unknown one).
+func gatewayConfig(p configParams) []byte {
+	q := strconv.Quote
+	var b strings.Builder
+	b.WriteString(`# gateway.yaml of the IronCurtain end-to-end suite, generated per run by
+# e2e/internal/stack. It is the shipped policy plus what the suite's private
+# networks need; the one test-only setting is marked below.
+sandbox: /workspace
+policy_dir: /etc/ironcurtain/policy
+protected_branches: [main, master]
+
+agent:
+  listen: ":8080"
+  # One session per scenario, so each scenario's audit trail stands alone.
+  # Session "agent" takes its token from IRONCURTAIN_AGENT_TOKEN.
+  token_files:
+`)
+	sessions := append([]string(nil), p.Sessions...)
+	sort.Strings(sessions)
+	for _, s := range sessions {
+		fmt.Fprintf(&b, "    %s: %s\n", s, q(agentTokenDir+"/"+s))
+	}
+	fmt.Fprintf(&b, `
+ops:
+  listen: ":8081"
+
+egress:
+  listen: ":3128"
+  allowed_hosts: [%s]
+  allowed_ports: [443, 80]
+  # TEST ONLY. The suite's "internet" is a container with a private address
+  # on the suite's own egress network; the proxy refuses private addresses
+  # unless they are listed here. A deployment never sets this.
+  unsafe_allow_addresses: [%s]
+
+escalation:
+  timeout: 300s
+  poll_interval: 1s
+  sweep_interval: 5s
+
+relay:
+  anthropic:
+    base_url: %s
+    api_key_env: ANTHROPIC_API_KEY
+
+git:
+  token_env: GITHUB_TOKEN
+  token_hosts: [%s]
+  author_name: IronCurtain e2e
+  author_email: e2e@ironcurtain.test
+  network_timeout: 60s
+
+mcp:
+  progress_every: 5s
+`, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q(HostGit))
+	return []byte(b.String())
+}

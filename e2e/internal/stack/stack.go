@@ -1,0 +1,505 @@
+// Package stack starts and drives the end-to-end topology of IronCurtain on
+// private Docker networks with testcontainers-go, like the Compose file:
+//
+//	agent_net (internal)  agent ── gateway
+//	egress_net (internal)          gateway ── internet (the suite's own: pages, git, fake model)
+//	db_net (internal)              gateway ── postgres
+//	ops_net                        gateway :8081 published on 127.0.0.1 only (the operator)
+//
+// The gateway and agent containers come from the real images; the suite
+// adds only files (gateway.yaml, agent token files, the run's CA in the
+// gateway's system trust store, a probe binary in the agent container) and
+// overrides the agent container's main process with the idle probe, so
+// that every agent command runs with docker exec in the same container.
+// Nothing is pulled; every object is labelled (LabelRun, LabelPID) and
+// removed by Close, or by ReapLeftovers in a later run.
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	mobynet "github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/network"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"ironcurtain.dev/e2e/internal/pki"
+)
+
+// Host names of the suite's internet container (network aliases on the
+// egress network) and of the gateway and Postgres.
+const (
+	HostAllowed  = "allowed.internet.test" // in egress.allowed_hosts
+	HostBlocked  = "blocked.internet.test" // answers, but not allowlisted
+	HostGit      = "git.internet.test"     // git smart HTTP
+	HostModel    = "model.internet.test"   // fake Anthropic API
+	hostInternet = "internet"
+	hostGateway  = "gateway"
+	hostPostgres = "postgres"
+)
+
+// GitRepo is the bare repository the internet container serves.
+const GitRepo = "project"
+
+// Paths inside the agent container.
+const (
+	ProbePath     = "/opt/ic-e2e/probe"
+	AgentCAPath   = "/opt/ic-e2e/ca.crt"
+	TranscriptDir = "/opt/ic-e2e/transcripts"
+)
+
+// Postgres credentials of the run (the password is random per run).
+const (
+	dbUser = "ironcurtain"
+	dbName = "ironcurtain"
+)
+
+// Polling intervals.
+const (
+	pollShort = 50 * time.Millisecond
+	pollLong  = 500 * time.Millisecond
+)
+
+// Options say which images and host-built fixtures to use.
+type Options struct {
+	GatewayImage  string // the real gateway image (ironcurtain/gateway:dev)
+	AgentImage    string // the real agent image (ironcurtain/agent:dev)
+	PostgresImage string // IC_POSTGRES_IMAGE
+	BaseImage     string // the base image the fixtures run in (git, sh)
+
+	InternetBinary string // static build of e2e/cmd/internet
+	ProbeBinary    string // static build of e2e/cmd/probe
+	ModelScript    []byte // the fake model's conversation (JSON, see cmd/internet)
+
+	// Sessions get an agent token file each (besides "agent").
+	Sessions []string
+	// Logf receives progress lines (t.Logf or log.Printf).
+	Logf func(format string, args ...any)
+}
+
+// Secrets are the run's credentials. Only the gateway (and the fake
+// providers in the internet container that check them) ever hold them.
+type Secrets struct {
+	ModelKey      string // ANTHROPIC_API_KEY of the gateway
+	GitToken      string // GITHUB_TOKEN of the gateway (sent to git.internet.test)
+	OperatorToken string // IRONCURTAIN_OPERATOR_TOKEN
+	DBPassword    string
+}
+
+// Named returns the secrets by name, for scans.
+func (s Secrets) Named() map[string]string {
+	return map[string]string{
+		"ANTHROPIC_API_KEY": s.ModelKey, "GITHUB_TOKEN": s.GitToken,
+		"IRONCURTAIN_OPERATOR_TOKEN": s.OperatorToken, "database password": s.DBPassword,
+	}
+}
+
+// Stack is a running topology.
+type Stack struct {
+	opts   Options
+	cli    *client.Client
+	RunID  string
+	labels map[string]string
+
+	CA      *pki.CA
+	Secrets Secrets
+	// AgentTokens maps session → agent token ("agent" included).
+	AgentTokens map[string]string
+
+	EgressSubnet netip.Prefix
+	InternetIP   netip.Addr
+
+	nets      []*testcontainers.DockerNetwork
+	volume    string
+	opsNet    *testcontainers.DockerNetwork
+	agentNet  *testcontainers.DockerNetwork
+	egressNet *testcontainers.DockerNetwork
+	dbNet     *testcontainers.DockerNetwork
+
+	Postgres *testcontainers.DockerContainer
+	Gateway  *testcontainers.DockerContainer
+	Internet *testcontainers.DockerContainer
+	Agent    *testcontainers.DockerContainer
+	oneShots []*testcontainers.DockerContainer
+}
+
+// Start builds the topology. On error it removes what it created.
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if _, set := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !set {
+		// The reaper image cannot be pulled without a registry; Close and
+		// ReapLeftovers clean up instead.
+		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Docker: %w", err)
+	}
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("connecting to Docker: %w", err)
+	}
+	ReapLeftovers(ctx, cli.Client)
+
+	s := &Stack{opts: opts, cli: cli.Client, RunID: randomHex(4), AgentTokens: map[string]string{}}
+	s.labels = map[string]string{LabelRun: s.RunID, LabelPID: strconv.Itoa(os.Getpid())}
+	defer func() {
+		if err != nil {
+			s.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	s.Secrets = Secrets{
+		ModelKey:      "sk-ant-e2e-" + randomHex(20),
+		GitToken:      "ghp_e2e" + randomHex(18),
+		OperatorToken: "ic-op-e2e-" + randomHex(16),
+		DBPassword:    "db-e2e-" + randomHex(12),
+	}
+	s.AgentTokens["agent"] = "ic-agent-e2e-" + randomHex(16)
+	for _, name := range opts.Sessions {
+		s.AgentTokens[name] = "ic-agent-e2e-" + randomHex(16)
+	}
+	if s.CA, err = pki.NewCA("IronCurtain e2e CA " + s.RunID); err != nil {
+		return nil, err
+	}
+
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"networks", s.createNetworks},
+		{"workspace volume", s.createWorkspace},
+		{"postgres", s.startPostgres},
+		{"migrations", s.migrate},
+		{"internet", s.startInternet},
+		{"gateway", s.startGateway},
+		{"agent", s.startAgent},
+	}
+	for _, st := range steps {
+		begin := time.Now()
+		if err := st.fn(ctx); err != nil {
+			return nil, fmt.Errorf("starting the e2e stack: %s: %w", st.name, err)
+		}
+		opts.Logf("e2e stack %s: %s ready in %s", s.RunID, st.name, time.Since(begin).Round(10*time.Millisecond))
+	}
+	return s, nil
+}
+
+// Close removes every container, network and volume of the run.
+func (s *Stack) Close(ctx context.Context) {
+	for _, c := range append([]*testcontainers.DockerContainer{s.Agent, s.Gateway, s.Internet, s.Postgres}, s.oneShots...) {
+		if c != nil {
+			_ = c.Terminate(ctx, testcontainers.StopTimeout(time.Second))
+		}
+	}
+	for _, n := range s.nets {
+		_ = n.Remove(ctx)
+	}
+	if s.volume != "" {
+		_, _ = s.cli.VolumeRemove(ctx, s.volume, client.VolumeRemoveOptions{Force: true})
+	}
+	s.cli.Close()
+}
+
+func (s *Stack) name(role string) string { return "ic-e2e-" + s.RunID + "-" + role }
+
+func (s *Stack) createNetworks(ctx context.Context) error {
+	mk := func(role string, internal bool) (*testcontainers.DockerNetwork, error) {
+		opts := []network.NetworkCustomizer{network.WithLabels(s.labels), network.WithDriver("bridge")}
+		if internal {
+			opts = append(opts, network.WithInternal())
+		}
+		n, err := network.New(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("creating %s network: %w", role, err)
+		}
+		s.nets = append(s.nets, n)
+		return n, nil
+	}
+	var err error
+	// The operator's network is the only one with a route to the host, so
+	// that the ops port can be published (on 127.0.0.1). The agent is never
+	// on it.
+	if s.opsNet, err = mk("ops", false); err != nil {
+		return err
+	}
+	if s.agentNet, err = mk("agent", true); err != nil {
+		return err
+	}
+	// Internal too: in the suite the gateway's "internet" is our container
+	// only; nothing reaches the real internet.
+	if s.egressNet, err = mk("egress", true); err != nil {
+		return err
+	}
+	if s.dbNet, err = mk("db", true); err != nil {
+		return err
+	}
+	ins, err := s.cli.NetworkInspect(ctx, s.egressNet.ID, client.NetworkInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("inspecting the egress network: %w", err)
+	}
+	for _, c := range ins.Network.IPAM.Config {
+		if c.Subnet.IsValid() && c.Subnet.Addr().Is4() {
+			s.EgressSubnet = c.Subnet.Masked()
+		}
+	}
+	if !s.EgressSubnet.IsValid() {
+		return errors.New("the egress network has no IPv4 subnet")
+	}
+	return nil
+}
+
+// createWorkspace makes the shared /workspace volume, owned by the uid the
+// gateway and agent images run as.
+func (s *Stack) createWorkspace(ctx context.Context) error {
+	v, err := s.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: s.name("workspace"), Labels: s.labels})
+	if err != nil {
+		return fmt.Errorf("creating the workspace volume: %w", err)
+	}
+	s.volume = v.Volume.Name
+	_, err = s.oneShot(ctx, s.opts.BaseImage, "workspace-init", []string{"-c", "chown 10001:10001 /workspace && chmod 0755 /workspace"},
+		testcontainers.WithEntrypoint("sh"),
+		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, workspace)),
+		testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0" }),
+		network.WithNetwork(nil, s.dbNet))
+	return err
+}
+
+// oneShot runs a container to completion and returns its logs; a non-zero
+// exit is an error that includes them.
+func (s *Stack) oneShot(ctx context.Context, image, role string, cmd []string, opts ...testcontainers.ContainerCustomizer) (string, error) {
+	all := append([]testcontainers.ContainerCustomizer{
+		testcontainers.WithName(s.name(role)),
+		testcontainers.WithLabels(s.labels),
+		testcontainers.WithCmd(cmd...),
+		testcontainers.WithWaitStrategy(wait.ForExit().WithExitTimeout(2 * time.Minute)),
+	}, opts...)
+	c, err := testcontainers.Run(ctx, image, all...)
+	if c != nil {
+		s.oneShots = append(s.oneShots, c)
+	}
+	if err != nil {
+		return "", fmt.Errorf("running %s: %w", role, err)
+	}
+	logs := containerLogs(ctx, c)
+	st, err := c.State(ctx)
+	if err != nil {
+		return logs, fmt.Errorf("inspecting %s: %w", role, err)
+	}
+	if st.ExitCode != 0 {
+		return logs, fmt.Errorf("%s exited with %d:\n%s", role, st.ExitCode, logs)
+	}
+	return logs, nil
+}
+
+func (s *Stack) startPostgres(ctx context.Context) error {
+	c, err := testcontainers.Run(ctx, s.opts.PostgresImage,
+		testcontainers.WithName(s.name("postgres")),
+		testcontainers.WithLabels(s.labels),
+		network.WithNetwork([]string{hostPostgres}, s.dbNet),
+		testcontainers.WithEnv(map[string]string{"POSTGRES_USER": dbUser, "POSTGRES_PASSWORD": s.Secrets.DBPassword, "POSTGRES_DB": dbName}),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: "/var/lib/postgresql/data"})
+		}),
+		testcontainers.WithWaitStrategy(postgresReady()),
+	)
+	s.Postgres = c
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", s.opts.PostgresImage, err)
+	}
+	return nil
+}
+
+// postgresReady waits until the server (not the init-time temporary
+// server, which listens on the socket only) accepts TCP connections.
+func postgresReady() wait.Strategy {
+	return wait.ForExec([]string{"pg_isready", "-h", "127.0.0.1", "-U", dbUser, "-d", dbName}).
+		WithPollInterval(pollLong).WithStartupTimeout(2 * time.Minute)
+}
+
+func (s *Stack) databaseURL() string {
+	return fmt.Sprintf("postgres://%s:%s@%s:5432/%s?sslmode=disable", dbUser, s.Secrets.DBPassword, hostPostgres, dbName)
+}
+
+func (s *Stack) migrate(ctx context.Context) error {
+	logs, err := s.oneShot(ctx, s.opts.GatewayImage, "migrate", []string{"migrate", "up"},
+		testcontainers.WithEntrypoint("ironcurtain"),
+		network.WithNetwork(nil, s.dbNet),
+		testcontainers.WithEnv(map[string]string{"IRONCURTAIN_DATABASE_URL": s.databaseURL()}))
+	if err == nil {
+		s.opts.Logf("migrate: %s", strings.TrimSpace(logs))
+	}
+	return err
+}
+
+func (s *Stack) startInternet(ctx context.Context) error {
+	names := []string{HostAllowed, HostBlocked, HostGit, HostModel, hostInternet}
+	pair, err := s.CA.Issue(names...)
+	if err != nil {
+		return err
+	}
+	bin, err := os.ReadFile(s.opts.InternetBinary)
+	if err != nil {
+		return fmt.Errorf("reading the internet binary: %w", err)
+	}
+	forbidden := make([]string, 0, len(s.AgentTokens))
+	for _, t := range s.AgentTokens {
+		forbidden = append(forbidden, t)
+	}
+	c, err := testcontainers.Run(ctx, s.opts.BaseImage,
+		testcontainers.WithName(s.name("internet")),
+		testcontainers.WithLabels(s.labels),
+		network.WithNetwork(names, s.egressNet),
+		// Root: it listens on 443 and 80 like the real thing.
+		testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0" }),
+		testcontainers.WithEntrypoint("/srv/e2e/ic-e2e-internet"),
+		testcontainers.WithEnv(map[string]string{
+			"E2E_MODEL_KEY": s.Secrets.ModelKey,
+			"E2E_GIT_TOKEN": s.Secrets.GitToken,
+			"E2E_FORBIDDEN": strings.Join(forbidden, ","),
+		}),
+		testcontainers.WithFiles(
+			testcontainers.ContainerFile{Reader: bytesReader(bin), ContainerFilePath: "/srv/e2e/ic-e2e-internet", FileMode: 0o755},
+			testcontainers.ContainerFile{Reader: bytesReader(pair.CertPEM), ContainerFilePath: "/srv/e2e/tls.crt", FileMode: 0o644},
+			testcontainers.ContainerFile{Reader: bytesReader(pair.KeyPEM), ContainerFilePath: "/srv/e2e/tls.key", FileMode: 0o600},
+			testcontainers.ContainerFile{Reader: bytesReader(s.opts.ModelScript), ContainerFilePath: "/srv/e2e/model-script.json", FileMode: 0o644},
+		),
+		testcontainers.WithWaitStrategy(wait.ForLog(`"msg":"listening"`).WithStartupTimeout(time.Minute)),
+	)
+	s.Internet = c
+	if err != nil {
+		return fmt.Errorf("starting the internet container: %w", err)
+	}
+	s.InternetIP, err = s.ipOn(ctx, c, s.egressNet)
+	return err
+}
+
+// ipOn returns a container's address on a network.
+func (s *Stack) ipOn(ctx context.Context, c *testcontainers.DockerContainer, n *testcontainers.DockerNetwork) (netip.Addr, error) {
+	ins, err := c.Inspect(ctx)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("inspecting %s: %w", c.ID, err)
+	}
+	ep, ok := ins.NetworkSettings.Networks[n.Name]
+	if !ok || ep == nil || !ep.IPAddress.IsValid() {
+		return netip.Addr{}, fmt.Errorf("container %s has no address on %s", c.ID, n.Name)
+	}
+	return ep.IPAddress, nil
+}
+
+func (s *Stack) startGateway(ctx context.Context) error {
+	files := []testcontainers.ContainerFile{
+		{Reader: bytesReader(gatewayConfig(configParams{Sessions: s.opts.Sessions, EgressSubnet: s.EgressSubnet})), ContainerFilePath: gatewayConfigPath, FileMode: 0o644},
+		// The run's CA is the gateway's whole system trust store: Go (the
+		// relay) and git (the push) read this file, and in the suite every
+		// upstream is the internet container.
+		{Reader: bytesReader(s.CA.CertPEM), ContainerFilePath: caBundlePath, FileMode: 0o644},
+	}
+	for _, name := range s.opts.Sessions {
+		files = append(files, testcontainers.ContainerFile{Reader: bytesReader([]byte(s.AgentTokens[name] + "\n")),
+			ContainerFilePath: agentTokenDir + "/" + name, FileMode: 0o644})
+	}
+	c, err := testcontainers.Run(ctx, s.opts.GatewayImage,
+		testcontainers.WithName(s.name("gateway")),
+		testcontainers.WithLabels(s.labels),
+		network.WithNetwork(nil, s.opsNet), // first: the published port lives here
+		network.WithNetwork([]string{hostGateway}, s.agentNet),
+		network.WithNetwork(nil, s.egressNet),
+		network.WithNetwork(nil, s.dbNet),
+		testcontainers.WithEntrypoint("ironcurtain"),
+		testcontainers.WithCmd("serve", "--config", gatewayConfigPath),
+		testcontainers.WithEnv(map[string]string{
+			"IRONCURTAIN_DATABASE_URL":   s.databaseURL(),
+			"IRONCURTAIN_AGENT_TOKEN":    s.AgentTokens["agent"],
+			"IRONCURTAIN_OPERATOR_TOKEN": s.Secrets.OperatorToken,
+			"ANTHROPIC_API_KEY":          s.Secrets.ModelKey,
+			"GITHUB_TOKEN":               s.Secrets.GitToken,
+		}),
+		testcontainers.WithExposedPorts("8081/tcp"),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings = mobynet.PortMap{
+				mobynet.MustParsePort("8081/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}},
+			}
+		}),
+		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, workspace)),
+		testcontainers.WithFiles(files...),
+	)
+	s.Gateway = c
+	if err != nil {
+		return fmt.Errorf("starting the gateway: %w", err)
+	}
+	return s.WaitGatewayReady(ctx, 2*time.Minute)
+}
+
+func (s *Stack) startAgent(ctx context.Context) error {
+	probe, err := os.ReadFile(s.opts.ProbeBinary)
+	if err != nil {
+		return fmt.Errorf("reading the probe binary: %w", err)
+	}
+	c, err := testcontainers.Run(ctx, s.opts.AgentImage,
+		testcontainers.WithName(s.name("agent")),
+		testcontainers.WithLabels(s.labels),
+		network.WithNetwork([]string{"agent"}, s.agentNet),
+		testcontainers.WithEntrypoint(ProbePath),
+		testcontainers.WithCmd("idle"),
+		testcontainers.WithEnv(s.AgentEnv("agent")),
+		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, workspace)),
+		testcontainers.WithFiles(
+			testcontainers.ContainerFile{Reader: bytesReader(probe), ContainerFilePath: ProbePath, FileMode: 0o755},
+			testcontainers.ContainerFile{Reader: bytesReader(s.CA.CertPEM), ContainerFilePath: AgentCAPath, FileMode: 0o644},
+		),
+	)
+	s.Agent = c
+	if err != nil {
+		return fmt.Errorf("starting the agent container: %w", err)
+	}
+	return nil
+}
+
+// AgentEnv is the agent's environment for a session: what the Compose
+// file gives the agent container (the agent token, the gateway's MCP,
+// model and proxy URLs) and nothing else.
+func (s *Stack) AgentEnv(session string) map[string]string {
+	tok := s.AgentTokens[session]
+	proxy := "http://" + session + ":" + tok + "@" + hostGateway + ":3128"
+	return map[string]string{
+		"IRONCURTAIN_AGENT_TOKEN":    tok,
+		"IRONCURTAIN_MCP_URL":        "http://" + hostGateway + ":8080/mcp",
+		"IRONCURTAIN_MODEL_BASE_URL": "http://" + hostGateway + ":8080/llm",
+		"HTTPS_PROXY":                proxy,
+		"HTTP_PROXY":                 proxy,
+		"NO_PROXY":                   hostGateway,
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
