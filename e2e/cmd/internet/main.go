@@ -35,9 +35,9 @@ import (
 // Environment variables holding the fixture's secrets (never flags: the
 // suite checks that they appear nowhere they should not).
 const (
-	envModelKey  = "E2E_MODEL_KEY"  // the API key the relay must inject
-	envGitToken  = "E2E_GIT_TOKEN"  // the token git must present
-	envForbidden = "E2E_FORBIDDEN"  // comma-separated values that must never arrive
+	envModelKey  = "E2E_MODEL_KEY" // the API key the relay must inject
+	envGitToken  = "E2E_GIT_TOKEN" // the token git must present
+	envForbidden = "E2E_FORBIDDEN" // comma-separated values that must never arrive
 )
 
 func main() {
