@@ -53,6 +53,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if _, set := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !set {
+		// The reaper image cannot be pulled without a registry (and
+		// testcontainers reads this once, with its first client): the
+		// stack removes what it creates, and ReapLeftovers what a killed
+		// run left behind.
+		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
 	if os.Getenv(envVerbose) != "1" {
 		tclog.SetDefault(tclog.NewNoopLogger())
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 )
@@ -89,7 +90,7 @@ func execIn(ctx context.Context, cli *client.Client, id string, cmd, env []strin
 func pathsIn(ctx context.Context, cli *client.Client, id, path string) ([]string, error) {
 	res, err := cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
 	if err != nil {
-		if strings.Contains(strings.ToLower(err.Error()), "no such file") || strings.Contains(err.Error(), "not found") {
+		if notFound(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("copying %s from the container: %w", path, err)
@@ -114,7 +115,7 @@ func pathsIn(ctx context.Context, cli *client.Client, id, path string) ([]string
 func fileIn(ctx context.Context, cli *client.Client, id, path string) ([]byte, error) {
 	res, err := cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
 	if err != nil {
-		if strings.Contains(strings.ToLower(err.Error()), "no such file") || strings.Contains(err.Error(), "not found") {
+		if notFound(err) {
 			return nil, fmt.Errorf("%s: %w", path, os.ErrNotExist)
 		}
 		return nil, fmt.Errorf("copying %s from the container: %w", path, err)
@@ -129,6 +130,15 @@ func fileIn(ctx context.Context, cli *client.Client, id, path string) ([]byte, e
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	return io.ReadAll(io.LimitReader(tr, 64<<20))
+}
+
+// notFound reports whether the daemon said a path does not exist.
+func notFound(err error) bool {
+	if cerrdefs.IsNotFound(err) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "no such file") || strings.Contains(msg, "could not find the file")
 }
 
 // ScanResult is where a secret was found in a container's filesystem.
