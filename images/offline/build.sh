@@ -108,14 +108,19 @@ rootfs=
 cleanup() {
   local rc=$?
   if [[ -n $rootfs && -d $rootfs ]]; then
-    # Never leave a mount behind, and never follow one while deleting.
-    if mountpoint -q "$rootfs/proc" 2>/dev/null; then as_root umount -l "$rootfs/proc" || true; fi
+    # Never leave a mount behind (ours, or debootstrap's after it was killed), deepest
+    # first, and never cross one while deleting.
+    local m
+    while read -r m; do
+      as_root umount -l "$m" || true
+    done < <(findmnt -rn -o TARGET | grep -F "$rootfs/" | sort -r)
     as_root rm -rf --one-file-system "$rootfs" || true
   fi
   if [[ -n $workdir && -d $workdir ]]; then rm -rf "$workdir"; fi
   return $rc
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 
 build_base() {
   local hash old
