@@ -291,7 +291,14 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 // buildFetch builds the fetch server on its own egress guard: the allowlist
 // is servers.fetch.allowed_domains, the address rules are the proxy's.
 func buildFetch(cfg *config.Config, sink audit.Sink, log *slog.Logger) (*fetch.Server, error) {
-	allow, err := netpolicy.ParsePatterns(cfg.Servers[fetch.ServerName].AllowedDomains)
+	domains := cfg.Servers[fetch.ServerName].AllowedDomains
+	if len(domains) == 0 {
+		// Without an allowlist the policy engine skips the structural domain
+		// check for fetch-url (as the original does), so the compiled rules
+		// alone would decide every URL: refuse to start instead.
+		return nil, fmt.Errorf(`%s: servers.fetch.allowed_domains: must list the domains the fetch tool may reach without a human (["*"] lets the compiled rules decide every public host)`, cfg.File())
+	}
+	allow, err := netpolicy.ParsePatterns(domains)
 	if err != nil {
 		return nil, fmt.Errorf("servers.fetch.allowed_domains: %w", err)
 	}

@@ -209,7 +209,8 @@ func TestServeWiring(t *testing.T) {
 
 // TestServeRefusesBadStart checks the errors a deployment sees first.
 func TestServeRefusesBadStart(t *testing.T) {
-	db := pgtest.New(t) // not migrated
+	db := pgtest.New(t)                          // not migrated
+	migrated := pgtest.New(t, pgtest.Migrated()) // schema current
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
 		t.Fatal(err)
@@ -230,6 +231,7 @@ func TestServeRefusesBadStart(t *testing.T) {
 		{name: "no agent token", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN}, want: "IRONCURTAIN_AGENT_TOKEN"},
 		{name: "operator token equals agent token", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testAgentToken}, want: "agent"},
 		{name: "no database", env: map[string]string{"IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "IRONCURTAIN_DATABASE_URL"},
+		{name: "no fetch allowlist", env: map[string]string{"IRONCURTAIN_DATABASE_URL": migrated.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "servers.fetch.allowed_domains"},
 		{name: "schema missing", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "migrate up"},
 	}
 	for _, tt := range tests {
