@@ -26,7 +26,8 @@ PGTEST_LABEL := dev.ironcurtain.pgtest
 GOTESTFLAGS ?=
 TEST_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 30m
-# fuzz: time per fuzzer; bench: regexp and time per benchmark.
+# fuzz: regexp on "dir FuzzName" and time per fuzzer; bench: regexp and time per benchmark.
+FUZZ ?= .
 FUZZTIME ?= 10s
 BENCH ?= .
 BENCHTIME ?= 200ms
@@ -80,7 +81,7 @@ help: ## list the targets (default)
 	@echo
 	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_.-]+:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo
-	@echo "variables: OFFLINE=auto|1|0  GOTESTFLAGS=  FUZZTIME=$(FUZZTIME)  BENCH=$(BENCH)  BENCHTIME=$(BENCHTIME)  FORCE=1 (images-offline)"
+	@echo "variables: OFFLINE=auto|1|0  GOTESTFLAGS=  FUZZ=$(FUZZ)  FUZZTIME=$(FUZZTIME)  BENCH=$(BENCH)  BENCHTIME=$(BENCHTIME)  FORCE=1 (images-offline)"
 
 .PHONY: build
 build: ## build every command that exists into build/bin/ (static, CGO_ENABLED=0)
@@ -129,15 +130,16 @@ test-e2e: ## the end-to-end suite against the real images (builds them first; no
 	$(TEST_ENV) $(GO) test -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
 
 .PHONY: fuzz
-fuzz: ## run every fuzzer for FUZZTIME (default 10s), one at a time
+fuzz: ## run every fuzzer (or those matching FUZZ=regexp) for FUZZTIME (default 10s), one at a time
 	@found=0; \
 	for dir in $$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' $(MODULES) | xargs -r -n1 dirname | sort -u); do \
 		for fz in $$(grep -hoE '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -d' ' -f2 | sort -u); do \
+			grep -qE -- '$(FUZZ)' <<<"$$dir $$fz" || continue; \
 			found=1; echo "== ./$$dir $$fz ($(FUZZTIME))"; \
 			$(GO) test -run '^$$' -fuzz "^$$fz\$$" -fuzztime $(FUZZTIME) ./$$dir || exit 1; \
 		done; \
 	done; \
-	if [ $$found = 0 ]; then echo "fuzz: no fuzzers yet"; fi
+	if [ $$found = 0 ]; then echo "fuzz: no fuzzer matches '$(FUZZ)'"; fi
 
 .PHONY: bench
 bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=200ms) with allocation counts
