@@ -255,7 +255,11 @@ func (s *Stack) WaitPending(ctx context.Context, session, server, tool string, w
 			}
 		}
 		if err := sleep(ctx, pollLong); err != nil {
-			return Escalation{}, fmt.Errorf("no pending escalation of %s__%s for session %s within %s (last error: %v)", server, tool, session, within, err)
+			var other []string
+			for _, e := range list {
+				other = append(other, e.Server+"__"+e.Tool+" "+string(e.Args))
+			}
+			return Escalation{}, fmt.Errorf("no pending escalation of %s__%s for session %s within %s (pending: %v)", server, tool, session, within, other)
 		}
 	}
 }
@@ -338,10 +342,11 @@ func (s *Stack) RemoteGit(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(r.Stdout), nil
 }
 
-// ScanAgentFilesystem exports the agent container's filesystem and reports
-// every file that holds one of the gateway's secrets.
-func (s *Stack) ScanAgentFilesystem(ctx context.Context) (files int, found []ScanResult, err error) {
-	return scanExport(ctx, s.cli, s.Agent.ID, s.Secrets.Named())
+// ScanFilesystem exports a container's filesystem (every file, whatever
+// its permissions; volumes excluded) and reports every file that holds one
+// of secrets (name → value).
+func (s *Stack) ScanFilesystem(ctx context.Context, c *testcontainers.DockerContainer, secrets map[string]string) (files int, found []ScanResult, err error) {
+	return scanExport(ctx, s.cli, c.ID, secrets)
 }
 
 // AgentConfigEnv returns the agent container's configured environment
