@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,19 +26,26 @@ type dialResult struct {
 	Error     string `json:"error,omitempty"`
 }
 
+// dialAll tries every address at once and reports in input order.
 func dialAll(addrs []string, timeout time.Duration) []dialResult {
-	out := make([]dialResult, 0, len(addrs))
-	for _, a := range addrs {
-		r := dialResult{Addr: a}
-		conn, err := net.DialTimeout("tcp", a, timeout)
-		if err != nil {
-			r.Error = err.Error()
-		} else {
-			r.Connected = true
-			conn.Close()
-		}
-		out = append(out, r)
+	out := make([]dialResult, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := dialResult{Addr: a}
+			conn, err := net.DialTimeout("tcp", a, timeout)
+			if err != nil {
+				r.Error = err.Error()
+			} else {
+				r.Connected = true
+				conn.Close()
+			}
+			out[i] = r
+		}()
 	}
+	wg.Wait()
 	return out
 }
 

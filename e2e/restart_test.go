@@ -1,0 +1,157 @@
+package e2e_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"ironcurtain.dev/e2e/internal/stack"
+)
+
+// restartBefore writes a file and asks to delete it; the gateway restarts
+// while the delete waits for a human.
+const restartBefore = `name: e2e-restart-before
+steps:
+  - say: I write a file.
+    code: |
+      filesystem.create_directory({ path: "/workspace/restart" });
+      filesystem.write_file({ path: "/workspace/restart/a.txt", content: "restart scenario\n" });
+      return "written";
+  - expect: { status: ok, contains: ["written"] }
+    say: I delete it (a human has to approve).
+    code: |
+      try {
+        filesystem.move_file({ source: "/workspace/restart/a.txt", destination: "/workspace/restart/a.moved" });
+        return "UNEXPECTED: moved while the gateway restarted";
+      } catch (e: any) {
+        return "interrupted: " + e.message;
+      }
+  - expect: { status: ok, contains: ["interrupted: "], not_contains: ["UNEXPECTED"] }
+    final: The delete did not happen; the gateway went away while it waited.
+`
+
+// restartAfter retries the same delete after the operator approved the
+// pending escalation (after the restart).
+const restartAfter = `name: e2e-restart-after
+steps:
+  - say: I retry the delete.
+    code: |
+      filesystem.move_file({ source: "/workspace/restart/a.txt", destination: "/workspace/restart/a.moved" });
+      return filesystem.read_text_file({ path: "/workspace/restart/a.moved" });
+  - expect: { status: ok, contains: ["restart scenario"] }
+    final: Deleted, on the approval given after the restart.
+`
+
+// TestRestartWithPendingEscalation: the gateway restarts while an
+// escalation is pending. The waiting call ends with a clear error instead
+// of hanging; the escalation survives the restart (still pending, same
+// id); the operator approves it after the restart, and the approval is
+// honoured: the agent's retry of the same call runs without asking again.
+func TestRestartWithPendingEscalation(t *testing.T) {
+	s := topology(t)
+	ctx := ctxFor(t, 8*time.Minute)
+	const session = "restart"
+
+	type result struct {
+		r   stack.ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := s.RunTranscript(ctx, session, "restart-before", []byte(restartBefore), "delete a file", "-v")
+		done <- result{r, err}
+	}()
+	pending, err := s.WaitPending(ctx, session, "filesystem", "move_file", 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pending escalation %s %s", pending.ID, pending.Args)
+
+	begin := time.Now()
+	if err := s.RestartGateway(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gateway restarted in %s", time.Since(begin).Round(100*time.Millisecond))
+
+	t.Run("the waiting call ends, it does not hang", func(t *testing.T) {
+		select {
+		case res := <-done:
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			t.Logf("the interrupted run ended %s after the restart began (exit %d):\n%s", time.Since(begin).Round(100*time.Millisecond), res.r.Code, lastLines(res.r.Stderr, 25))
+			if res.r.Code != 0 {
+				t.Errorf("the interrupted run failed instead of seeing a clear tool error: %s", res.r)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatal("the agent's call still hangs 2m after the gateway restart")
+		}
+	})
+
+	t.Run("the escalation survived the restart", func(t *testing.T) {
+		e, err := s.Escalation(ctx, pending.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Status != "pending" || e.Server != "filesystem" || e.Tool != "move_file" || string(e.Args) != string(pending.Args) {
+			t.Fatalf("after the restart: %+v, want the same pending escalation", e)
+		}
+		if ok, _ := s.WorkspaceExists(ctx, "restart/a.txt"); !ok {
+			t.Fatal("the file is gone before anyone approved")
+		}
+	})
+
+	approved, err := s.Decide(ctx, pending.ID, true, "e2e operator: approved after the restart", "exact")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if approved.Status != "approved" || approved.DecidedBy != "operator" {
+		t.Fatalf("approve after the restart answered %+v", approved)
+	}
+
+	t.Run("the approval is honoured", func(t *testing.T) {
+		r, err := s.RunTranscript(ctx, session, "restart-after", []byte(restartAfter), "retry the delete", "-v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Code != 0 {
+			t.Fatalf("the retried delete did not run on the approval: %s", r)
+		}
+		checkWorkspace(t, ctx, s, map[string]bool{"restart/a.txt": false, "restart/a.moved": true})
+		if left, err := s.Escalations(ctx, session, "pending"); err != nil || len(left) != 0 {
+			t.Errorf("pending escalations after the retry: %+v (%v)", left, err)
+		}
+	})
+
+	t.Run("records", func(t *testing.T) {
+		calls := toolCalls(t, ctx, s, session)
+		var moves []toolCall
+		for _, c := range calls {
+			t.Logf("tool_calls %s escalation=%s outcome=%s %s", c, c.EscalationID, c.Outcome, c.Error)
+			if c.Tool == "move_file" {
+				moves = append(moves, c)
+			}
+		}
+		if len(moves) != 2 {
+			t.Fatalf("%d move_file rows, want 2 (interrupted, retried)", len(moves))
+		}
+		if moves[0].EscalationID != pending.ID || moves[0].Outcome == "ok" {
+			t.Errorf("interrupted call %s (outcome %q), want escalation %s that never ran", moves[0], moves[0].Outcome, pending.ID)
+		}
+		if moves[1].Decision != "escalate" || moves[1].Outcome != "ok" {
+			t.Errorf("retried call %s, want escalate → ok", moves[1])
+		}
+		second, err := s.Escalation(ctx, moves[1].EscalationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second.Status != "approved" || !strings.HasPrefix(second.DecidedBy, "similar:") {
+			t.Errorf("the retry's escalation %+v, want approved by the operator's approval of %s", second, pending.ID)
+		}
+		first, err := s.Escalation(ctx, pending.ID)
+		if err != nil || first.Status != "approved" || first.DecidedBy != "operator" {
+			t.Errorf("the first escalation after the run: %+v (%v)", first, err)
+		}
+		verifyChain(t, ctx, s, session, 6)
+	})
+}
