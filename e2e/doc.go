@@ -26,5 +26,5 @@
 // share one topology and run one after the other. Without Docker the tests
 // skip, except in CI (CI=true), where they fail. Variables: IC_GATEWAY_IMAGE,
 // IC_AGENT_IMAGE, IC_POSTGRES_IMAGE, IC_E2E_FIXTURE_IMAGE (default: the
-// gateway image), IC_E2E_NO_BUILD=1, IC_E2E_VERBOSE=1. See docs/e2e.md.
+// gateway image), IC_E2E_NO_BUILD=1, IC_E2E_VERBOSE=1. See README.md here.
 package e2e

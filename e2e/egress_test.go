@@ -8,6 +8,15 @@ import (
 	"ironcurtain.dev/e2e/internal/stack"
 )
 
+// fetchTranscript fetches an allowlisted page with the gateway's fetch tool.
+const fetchTranscript = `name: e2e-fetch
+steps:
+  - code: |
+      return fetch.http_fetch({ url: "https://` + stack.HostAllowed + `/fetched", format: "text" });
+  - expect: { status: ok, contains: ["hello from ` + stack.HostAllowed + `"] }
+    final: Fetched.
+`
+
 // TestEgress: the agent container has no route to the internet container;
 // through the gateway's proxy an allowlisted alias answers and an unlisted
 // one gets 403; both are rows in egress_events.
@@ -110,6 +119,18 @@ func TestEgress(t *testing.T) {
 		}
 	})
 
+	// The gateway's own fetch tool goes through the same guard; its
+	// requests are egress_events rows naming the tool call.
+	t.Run("fetch tool", func(t *testing.T) {
+		r, err := s.RunTranscript(ctx, session, "fetch", []byte(fetchTranscript), "fetch a page")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Code != 0 {
+			t.Fatalf("fetch run: %s", r)
+		}
+	})
+
 	t.Run("egress_events", func(t *testing.T) {
 		type event struct {
 			Kind       string `json:"kind"`
@@ -131,6 +152,7 @@ func TestEgress(t *testing.T) {
 			{kind: "http", host: stack.HostAllowed, port: 80, decision: "allow"},
 			{kind: "http", host: stack.HostBlocked, port: 80, decision: "deny"},
 			{kind: "connect", host: stack.HostModel, port: 443, decision: "deny"},
+			{kind: "fetch", host: stack.HostAllowed, port: 443, decision: "allow"},
 		}
 		var events []event
 		deadline := time.Now().Add(30 * time.Second) // rows are written when a tunnel closes
@@ -168,6 +190,17 @@ func TestEgress(t *testing.T) {
 				t.Errorf("denied event without a reason: %+v", e)
 			}
 			t.Logf("egress_events: %+v", e)
+		}
+		var linked []struct {
+			Host string `json:"host"`
+			Tool string `json:"tool"`
+		}
+		if err := s.QueryJSON(ctx, `SELECT e.host, c.tool FROM egress_events e JOIN tool_calls c ON c.call_id = e.tool_call_id
+			WHERE e.session_id = 'egress' AND e.kind = 'fetch'`, &linked); err != nil {
+			t.Fatal(err)
+		}
+		if len(linked) != 1 || linked[0].Tool != "http_fetch" || linked[0].Host != stack.HostAllowed {
+			t.Errorf("fetch egress events linked to their tool call: %+v, want one http_fetch of %s", linked, stack.HostAllowed)
 		}
 		verifyChain(t, ctx, s, session, int64(len(want)))
 	})

@@ -68,10 +68,12 @@ func TestRestartWithPendingEscalation(t *testing.T) {
 	t.Logf("pending escalation %s %s", pending.ID, pending.Args)
 
 	begin := time.Now()
-	if err := s.RestartGateway(ctx); err != nil {
+	stopped, killed, err := s.RestartGateway(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("gateway restarted in %s", time.Since(begin).Round(100*time.Millisecond))
+	t.Logf("gateway restarted in %s (stop took %s, killed after the grace period: %v)",
+		time.Since(begin).Round(100*time.Millisecond), stopped.Round(100*time.Millisecond), killed)
 
 	t.Run("the waiting call ends, it does not hang", func(t *testing.T) {
 		select {
@@ -79,9 +81,19 @@ func TestRestartWithPendingEscalation(t *testing.T) {
 			if res.err != nil {
 				t.Fatal(res.err)
 			}
-			t.Logf("the interrupted run ended %s after the restart began (exit %d):\n%s", time.Since(begin).Round(100*time.Millisecond), res.r.Code, lastLines(res.r.Stderr, 25))
+			t.Logf("the interrupted run ended %s after the restart began (exit %d)", time.Since(begin).Round(100*time.Millisecond), res.r.Code)
 			if res.r.Code != 0 {
-				t.Errorf("the interrupted run failed instead of seeing a clear tool error: %s", res.r)
+				t.Fatalf("the interrupted run failed instead of seeing a clear tool error: %s", res.r)
+			}
+			var msg string
+			for _, line := range strings.Split(res.r.Stderr, "\n") {
+				if i := strings.Index(line, "interrupted: "); i >= 0 && !strings.Contains(line, "+") {
+					msg = line[i:]
+				}
+			}
+			t.Logf("what the agent saw: %s", msg)
+			if !strings.Contains(msg, "move_file") {
+				t.Errorf("the interrupted call's error %q does not say which call failed", msg)
 			}
 		case <-time.After(2 * time.Minute):
 			t.Fatal("the agent's call still hangs 2m after the gateway restart")

@@ -47,6 +47,11 @@ agent:
 		fmt.Fprintf(&b, "    %s: %s\n", s, q(agentTokenDir+"/"+s))
 	}
 	fmt.Fprintf(&b, `
+servers:
+  fetch:
+    # The fetch tool's own allowlist (the gateway refuses to start without one).
+    allowed_domains: [%s]
+
 ops:
   listen: ":8081"
 
@@ -78,6 +83,6 @@ git:
 
 mcp:
   progress_every: 5s
-`, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q(HostGit))
+`, q(HostAllowed), q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q(HostGit))
 	return []byte(b.String())
 }

@@ -29,6 +29,9 @@ func TestGatewayConfig(t *testing.T) {
 		Git struct {
 			TokenHosts []string `yaml:"token_hosts"`
 		} `yaml:"git"`
+		Servers map[string]struct {
+			AllowedDomains []string `yaml:"allowed_domains"`
+		} `yaml:"servers"`
 	}
 	if err := yaml.Unmarshal(out, &doc); err != nil {
 		t.Fatalf("gateway.yaml does not parse: %v\n%s", err, out)
@@ -46,6 +49,7 @@ func TestGatewayConfig(t *testing.T) {
 		{name: "relay upstream", got: doc.Relay.Anthropic.BaseURL, want: "https://" + HostModel},
 		{name: "relay key variable", got: doc.Relay.Anthropic.APIKeyEnv, want: "ANTHROPIC_API_KEY"},
 		{name: "git token host", got: strings.Join(doc.Git.TokenHosts, ","), want: HostGit},
+		{name: "fetch allowlist", got: strings.Join(doc.Servers["fetch"].AllowedDomains, ","), want: HostAllowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

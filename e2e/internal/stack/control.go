@@ -57,16 +57,23 @@ func (s *Stack) Readyz(ctx context.Context) (int, error) {
 }
 
 // RestartGateway stops the gateway container (SIGTERM, then SIGKILL after
-// stopTimeout) and starts it again, waiting until it is ready.
-func (s *Stack) RestartGateway(ctx context.Context) error {
+// stopTimeout, as `docker stop` does) and starts it again, waiting until it
+// is ready. It returns how long the stop took and whether the gateway had
+// to be killed (it did not exit within stopTimeout).
+func (s *Stack) RestartGateway(ctx context.Context) (stopped time.Duration, killed bool, err error) {
 	d := stopTimeout
+	begin := time.Now()
 	if err := s.Gateway.Stop(ctx, &d); err != nil {
-		return fmt.Errorf("stopping the gateway: %w", err)
+		return 0, false, fmt.Errorf("stopping the gateway: %w", err)
+	}
+	stopped = time.Since(begin)
+	if st, err := s.Gateway.State(ctx); err == nil {
+		killed = st.ExitCode == 137
 	}
 	if err := s.Gateway.Start(ctx); err != nil {
-		return fmt.Errorf("starting the gateway again: %w", err)
+		return stopped, killed, fmt.Errorf("starting the gateway again: %w", err)
 	}
-	return s.WaitGatewayReady(ctx, 2*time.Minute)
+	return stopped, killed, s.WaitGatewayReady(ctx, 2*time.Minute)
 }
 
 // StopPostgres stops the database container (its data volume stays).
