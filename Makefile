@@ -21,6 +21,8 @@ CMD_PKGS := ./gateway/cmd/... ./agent/cmd/... ./compiler/cmd/...
 PGTEST_PKG := ironcurtain.dev/gateway/internal/store/pgtest
 # Label pgtest puts on its Postgres containers, with the owning process id.
 PGTEST_LABEL := dev.ironcurtain.pgtest
+# Label the e2e suite puts on its containers, networks and volumes (with the test process id).
+E2E_LABEL := dev.ironcurtain.e2e
 
 # Extra flags for every `go test` (e.g. GOTESTFLAGS=-count=1 or -v).
 GOTESTFLAGS ?=
@@ -122,12 +124,9 @@ test-integration: postgres-image ## tests of the packages that use the Postgres 
 	$(TEST_ENV) $(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$ipkgs
 
 .PHONY: test-e2e
-test-e2e: ## the end-to-end suite against the real images (builds them first; none yet: issue 8)
-	@if [ -z "$$(find e2e -name '*_test.go' -print -quit)" ]; then \
-		echo "test-e2e: e2e/ has no tests yet (issue 8)"; exit 0; \
-	fi; \
-	$(MAKE) images OFFLINE=$(offline); \
-	$(TEST_ENV) $(GO) test -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
+test-e2e: ## the end-to-end suite against the real images (builds them first; never cached)
+	@$(MAKE) images OFFLINE=$(offline); \
+	$(TEST_ENV) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
 
 .PHONY: fuzz
 fuzz: ## run every fuzzer (or those matching FUZZ=regexp) for FUZZTIME (default 10s), one at a time
@@ -180,12 +179,21 @@ down: ## stop the Compose topology (not there yet: issue 8)
 	$(COMPOSE) -f $(COMPOSE_FILE) down
 
 .PHONY: clean
-clean: ## remove build/ and Postgres test containers whose test process is gone (images stay)
+clean: ## remove build/ and test containers, networks and volumes whose test process is gone (images stay)
 	rm -rf build
 	@for id in $$(docker ps -aq --filter label=$(PGTEST_LABEL) 2>/dev/null); do \
 		pid=$$(docker inspect --format '{{index .Config.Labels "$(PGTEST_LABEL).pid"}}' $$id); \
 		if [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; then echo "keeping $$id (test process $$pid runs)"; continue; fi; \
 		docker rm -f -v $$id >/dev/null && echo "removed test container $$id"; \
+	done
+	@for kind in container network volume; do \
+		case $$kind in container) list="docker ps -aq"; labels=.Config.Labels; rm="docker rm -f -v";; \
+			*) list="docker $$kind ls -q"; labels=.Labels; rm="docker $$kind rm";; esac; \
+		for id in $$($$list --filter label=$(E2E_LABEL) 2>/dev/null); do \
+			pid=$$(docker $$kind inspect --format "{{index $$labels \"$(E2E_LABEL).pid\"}}" $$id); \
+			if [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; then echo "keeping e2e $$kind $$id (test process $$pid runs)"; continue; fi; \
+			$$rm $$id >/dev/null && echo "removed e2e $$kind $$id"; \
+		done; \
 	done
 
 .PHONY: clean-images
