@@ -125,7 +125,7 @@ func TestGit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if r, _ := runApproving(t, ctx, s, session, "git-clone", gitCloneTranscript, "git__clone"); r.Code != 0 {
+	if r, _ := runApproving(t, ctx, s, session, "git-clone", gitCloneTranscript, "cli:git__clone"); r.Code != 0 {
 		t.Fatalf("clone run failed: %s", r)
 	}
 

@@ -317,8 +317,9 @@ func toolCalls(t *testing.T, ctx context.Context, s *stack.Stack, session string
 
 // runApproving runs a transcript for session in the background and, for
 // each server__tool in approve (in order), waits for its pending
-// escalation and approves it as the operator. It returns the run's result
-// and the approved escalations.
+// escalation and approves it as the operator: through the ops API, or with
+// the `ironcurtain escalations` CLI for entries written "cli:server__tool".
+// It returns the run's result and the approved escalations.
 func runApproving(t *testing.T, ctx context.Context, s *stack.Stack, session, name, transcript string, approve ...string) (stack.ExecResult, []stack.Escalation) {
 	t.Helper()
 	type result struct {
@@ -333,6 +334,7 @@ func runApproving(t *testing.T, ctx context.Context, s *stack.Stack, session, na
 	var approved []stack.Escalation
 	var seen []string
 	for _, st := range approve {
+		st, cli := strings.CutPrefix(st, "cli:")
 		server, tool, _ := strings.Cut(st, "__")
 		e, err := s.WaitPending(ctx, session, server, tool, 3*time.Minute, seen...)
 		if err != nil {
@@ -344,11 +346,18 @@ func runApproving(t *testing.T, ctx context.Context, s *stack.Stack, session, na
 			}
 		}
 		seen = append(seen, e.ID)
-		d, err := s.Decide(ctx, e.ID, true, "e2e operator approves "+st, "")
+		decide := func() (stack.Escalation, error) { return s.Decide(ctx, e.ID, true, "e2e operator approves "+st, "") }
+		if cli {
+			decide = func() (stack.Escalation, error) { return s.ApproveWithCLI(ctx, e.ID, "e2e operator approves "+st+" with the CLI") }
+		}
+		d, err := decide()
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("approved escalation %s: %s %s (%s)", d.ID, st, e.Args, e.Reason)
+		if d.ID != e.ID || d.Status != "approved" || d.DecidedBy == "" {
+			t.Fatalf("approving %s answered %+v", e.ID, d)
+		}
+		t.Logf("approved escalation %s (cli %v): %s %s (%s)", d.ID, cli, st, e.Args, e.Reason)
 		approved = append(approved, d)
 	}
 	select {

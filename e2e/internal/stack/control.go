@@ -365,3 +365,22 @@ func (s *Stack) AgentConfigEnv(ctx context.Context) ([]string, error) {
 	}
 	return ins.Config.Env, nil
 }
+
+// ApproveWithCLI approves an escalation the way an operator does on the
+// gateway host: `ironcurtain escalations approve ID --reason R --json`,
+// run in the gateway container (the CLI talks to the ops API on
+// 127.0.0.1:8081 with IRONCURTAIN_OPERATOR_TOKEN from the environment).
+func (s *Stack) ApproveWithCLI(ctx context.Context, id, reason string) (Escalation, error) {
+	var e Escalation
+	r, err := s.ExecGateway(ctx, "ironcurtain", "escalations", "approve", id, "--reason", reason, "--json")
+	if err != nil {
+		return e, err
+	}
+	if r.Code != 0 {
+		return e, fmt.Errorf("ironcurtain escalations approve: %s", r)
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &e); err != nil {
+		return e, fmt.Errorf("ironcurtain escalations approve --json printed %q: %w", r.Stdout, err)
+	}
+	return e, nil
+}
