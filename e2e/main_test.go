@@ -348,7 +348,9 @@ func runApproving(t *testing.T, ctx context.Context, s *stack.Stack, session, na
 		seen = append(seen, e.ID)
 		decide := func() (stack.Escalation, error) { return s.Decide(ctx, e.ID, true, "e2e operator approves "+st, "") }
 		if cli {
-			decide = func() (stack.Escalation, error) { return s.ApproveWithCLI(ctx, e.ID, "e2e operator approves "+st+" with the CLI") }
+			decide = func() (stack.Escalation, error) {
+				return s.ApproveWithCLI(ctx, e.ID, "e2e operator approves "+st+" with the CLI")
+			}
 		}
 		d, err := decide()
 		if err != nil {
