@@ -52,6 +52,39 @@ func TestEgress(t *testing.T) {
 		}
 	})
 
+	// The agent reaches the gateway's agent API and proxy, and nothing
+	// else of the gateway or the database: not the ops API (approvals),
+	// not Postgres.
+	t.Run("only the agent port and the proxy", func(t *testing.T) {
+		tests := []struct {
+			addr string
+			want bool
+		}{
+			{addr: "gateway:8080", want: true},
+			{addr: "gateway:3128", want: true},
+			{addr: "gateway:8081", want: false},
+			{addr: "gateway-ops:8081", want: false},
+			{addr: "postgres:5432", want: false},
+		}
+		addrs := make([]string, len(tests))
+		for i, tt := range tests {
+			addrs[i] = tt.addr
+		}
+		var got []struct {
+			Addr      string `json:"addr"`
+			Connected bool   `json:"connected"`
+			Error     string `json:"error"`
+		}
+		if err := s.Probe(ctx, session, nil, &got, append([]string{"dial"}, addrs...)...); err != nil {
+			t.Fatal(err)
+		}
+		for i, tt := range tests {
+			if got[i].Connected != tt.want {
+				t.Errorf("agent → %s connected = %v (%s), want %v", tt.addr, got[i].Connected, got[i].Error, tt.want)
+			}
+		}
+	})
+
 	type fetch struct {
 		URL         string `json:"url"`
 		ProxyStatus int    `json:"proxy_status"`

@@ -53,7 +53,9 @@ servers:
     allowed_domains: [%s]
 
 ops:
-  listen: ":8081"
+  # The ops network's address only: the agent's network cannot reach the
+  # ops API at all (DESIGN §2), not even to try a token.
+  listen: "%s:8081"
 
 egress:
   listen: ":3128"
@@ -83,6 +85,6 @@ git:
 
 mcp:
   progress_every: 5s
-`, q(HostAllowed), q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q(HostGit))
+`, q(HostAllowed), hostGatewayOps, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q(HostGit))
 	return []byte(b.String())
 }

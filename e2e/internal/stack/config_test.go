@@ -29,6 +29,9 @@ func TestGatewayConfig(t *testing.T) {
 		Git struct {
 			TokenHosts []string `yaml:"token_hosts"`
 		} `yaml:"git"`
+		Ops struct {
+			Listen string `yaml:"listen"`
+		} `yaml:"ops"`
 		Servers map[string]struct {
 			AllowedDomains []string `yaml:"allowed_domains"`
 		} `yaml:"servers"`
@@ -49,6 +52,7 @@ func TestGatewayConfig(t *testing.T) {
 		{name: "relay upstream", got: doc.Relay.Anthropic.BaseURL, want: "https://" + HostModel},
 		{name: "relay key variable", got: doc.Relay.Anthropic.APIKeyEnv, want: "ANTHROPIC_API_KEY"},
 		{name: "git token host", got: strings.Join(doc.Git.TokenHosts, ","), want: HostGit},
+		{name: "ops API on the ops network only", got: doc.Ops.Listen, want: hostGatewayOps + ":8081"},
 		{name: "fetch allowlist", got: strings.Join(doc.Servers["fetch"].AllowedDomains, ","), want: HostAllowed},
 	}
 	for _, tt := range tests {

@@ -368,11 +368,12 @@ func (s *Stack) AgentConfigEnv(ctx context.Context) ([]string, error) {
 
 // ApproveWithCLI approves an escalation the way an operator does on the
 // gateway host: `ironcurtain escalations approve ID --reason R --json`,
-// run in the gateway container (the CLI talks to the ops API on
-// 127.0.0.1:8081 with IRONCURTAIN_OPERATOR_TOKEN from the environment).
+// run in the gateway container (the CLI talks to the ops API on the ops
+// network's address with IRONCURTAIN_OPERATOR_TOKEN from the environment).
 func (s *Stack) ApproveWithCLI(ctx context.Context, id, reason string) (Escalation, error) {
 	var e Escalation
-	r, err := s.ExecGateway(ctx, "ironcurtain", "escalations", "approve", id, "--reason", reason, "--json")
+	r, err := s.ExecGateway(ctx, "ironcurtain", "escalations", "approve", id, "--reason", reason, "--json",
+		"--ops-url", "http://"+hostGatewayOps+":8081")
 	if err != nil {
 		return e, err
 	}

@@ -47,7 +47,10 @@ const (
 	HostModel    = "model.internet.test"   // fake Anthropic API
 	hostInternet = "internet"
 	hostGateway  = "gateway"
-	hostPostgres = "postgres"
+	// hostGatewayOps is the gateway's name on the ops network only; the
+	// ops API listens on that address alone.
+	hostGatewayOps = "gateway-ops"
+	hostPostgres   = "postgres"
 )
 
 // GitRepo is the bare repository the internet container serves.
@@ -415,7 +418,7 @@ func (s *Stack) startGateway(ctx context.Context) error {
 	c, err := testcontainers.Run(ctx, s.opts.GatewayImage,
 		testcontainers.WithName(s.name("gateway")),
 		testcontainers.WithLabels(s.labels),
-		network.WithNetwork(nil, s.opsNet), // first: the published port lives here
+		network.WithNetwork([]string{hostGatewayOps}, s.opsNet), // first: the published port lives here
 		network.WithNetwork([]string{hostGateway}, s.agentNet),
 		network.WithNetwork(nil, s.egressNet),
 		network.WithNetwork(nil, s.dbNet),
