@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sort"
 	"sync"
@@ -73,7 +74,11 @@ type PGSink struct {
 	opts  Options
 	log   *slog.Logger
 	m     *sinkMetrics
-	queue chan *pending
+	// queues holds one bounded queue per flusher. A session's records always
+	// go to the same flusher (hash of the session id), so flushers never wait
+	// for each other's session-row locks and a session's records keep their
+	// order.
+	queues []chan *pending
 
 	mu     sync.RWMutex // guards closed against sends on queue
 	closed bool
@@ -84,9 +89,10 @@ type PGSink struct {
 var _ Sink = (*PGSink)(nil)
 
 type pending struct {
-	ev   Event // redacted, normalised
-	typ  string
-	done chan error // buffered: the flusher never blocks on it
+	ev      Event // redacted, normalised
+	typ     string
+	session string     // the hash chain it extends
+	done    chan error // buffered: the flusher never blocks on it
 }
 
 // NewPG starts a Postgres sink on pool. reg receives the sink's metrics
@@ -101,22 +107,38 @@ func NewPG(pool *pgxpool.Pool, opts Options, reg prometheus.Registerer, log *slo
 	}
 	opts = opts.withDefaults()
 	s := &PGSink{
-		pool:  pool,
-		opts:  opts,
-		log:   log,
-		queue: make(chan *pending, opts.QueueSize),
-		stop:  make(chan struct{}),
+		pool: pool,
+		opts: opts,
+		log:  log,
+		stop: make(chan struct{}),
 	}
-	m, err := newSinkMetrics(reg, func() float64 { return float64(len(s.queue)) })
+	per := max(1, opts.QueueSize/opts.Flushers)
+	for range opts.Flushers {
+		s.queues = append(s.queues, make(chan *pending, per))
+	}
+	m, err := newSinkMetrics(reg, func() float64 {
+		n := 0
+		for _, q := range s.queues {
+			n += len(q)
+		}
+		return float64(n)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("creating audit sink: %w", err)
 	}
 	s.m = m
-	for range opts.Flushers {
+	for _, q := range s.queues {
 		s.wg.Add(1)
-		go s.flushLoop()
+		go s.flushLoop(q)
 	}
 	return s, nil
+}
+
+// queueFor returns the queue of the flusher that owns session.
+func (s *PGSink) queueFor(session string) chan *pending {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(session))
+	return s.queues[h.Sum32()%uint32(len(s.queues))]
 }
 
 // Record implements Sink: it returns nil only once the event is committed.
@@ -153,14 +175,15 @@ func (s *PGSink) enqueue(ctx context.Context, p *pending) error {
 		s.m.failures.WithLabelValues("closed").Inc()
 		return ErrClosed
 	}
+	q := s.queueFor(p.session)
 	select {
-	case s.queue <- p:
+	case q <- p:
 		return nil
 	default:
 	}
 	s.m.queueFullWaits.Inc()
 	select {
-	case s.queue <- p:
+	case q <- p:
 		return nil
 	case <-ctx.Done():
 		s.m.failures.WithLabelValues("queue_full").Inc()
@@ -197,7 +220,8 @@ func (s *PGSink) prepare(e Event) (*pending, error) {
 		}
 		x.Time = normalizeTime(x.Time)
 	}
-	return &pending{ev: r, typ: typ, done: make(chan error, 1)}, nil
+	_, session, _ := chainFields(r)
+	return &pending{ev: r, typ: typ, session: session, done: make(chan error, 1)}, nil
 }
 
 // Close stops accepting records, writes what is queued and returns when the
@@ -215,36 +239,36 @@ func (s *PGSink) Close() error {
 	return nil
 }
 
-func (s *PGSink) flushLoop() {
+func (s *PGSink) flushLoop(queue chan *pending) {
 	defer s.wg.Done()
 	batch := make([]*pending, 0, s.opts.MaxBatch)
 	for {
 		var first *pending
 		select {
-		case first = <-s.queue:
+		case first = <-queue:
 		case <-s.stop:
 			// Drain: nothing queued is dropped.
 			for {
 				select {
-				case p := <-s.queue:
-					s.flush(s.fill(append(batch[:0], p)))
+				case p := <-queue:
+					s.flush(s.fill(queue, append(batch[:0], p)))
 				default:
 					return
 				}
 			}
 		}
 		batch = append(batch[:0], first)
-		batch = s.fill(batch)
+		batch = s.fill(queue, batch)
 		s.flush(batch)
 	}
 }
 
 // fill adds queued records to batch without waiting, then lingers for
 // Options.Linger if the batch is still not full.
-func (s *PGSink) fill(batch []*pending) []*pending {
+func (s *PGSink) fill(queue chan *pending, batch []*pending) []*pending {
 	for len(batch) < s.opts.MaxBatch {
 		select {
-		case p := <-s.queue:
+		case p := <-queue:
 			batch = append(batch, p)
 			continue
 		default:
@@ -258,7 +282,7 @@ func (s *PGSink) fill(batch []*pending) []*pending {
 	defer timer.Stop()
 	for len(batch) < s.opts.MaxBatch {
 		select {
-		case p := <-s.queue:
+		case p := <-queue:
 			batch = append(batch, p)
 		case <-timer.C:
 			return batch
