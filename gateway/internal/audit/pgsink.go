@@ -70,10 +70,10 @@ var (
 // the sessions row, which the transaction locks, so the chain stays linear
 // under concurrency and across gateway replicas sharing the database.
 type PGSink struct {
-	pool  *pgxpool.Pool
-	opts  Options
-	log   *slog.Logger
-	m     *sinkMetrics
+	pool *pgxpool.Pool
+	opts Options
+	log  *slog.Logger
+	m    *sinkMetrics
 	// queues holds one bounded queue per flusher. A session's records always
 	// go to the same flusher (hash of the session id), so flushers never wait
 	// for each other's session-row locks and a session's records keep their
