@@ -4,7 +4,75 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
+	"ironcurtain.dev/gateway/policy"
 )
+
+// edit is one edit_file replacement.
+type edit struct {
+	oldText string
+	newText string
+}
+
+// editsArg is edit_file's "edits" argument: a list of {oldText, newText}
+// objects, parsed into []edit.
+var editsArg = toolargs.Arg{
+	Name:     "edits",
+	Kind:     toolargs.Custom,
+	Required: true,
+	Desc:     "Edits applied in order.",
+	Roles:    policy.Static(roleNone),
+	Schema: map[string]any{
+		"type": "array",
+		"items": map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"oldText": map[string]any{"type": "string", "description": "Text to search for (exact, or the same lines up to whitespace)."},
+				"newText": map[string]any{"type": "string", "description": "Text to replace it with."},
+			},
+			"required":             []string{"oldText", "newText"},
+			"additionalProperties": false,
+		},
+	},
+	Parse: func(v any) (any, error) { return editList(v) },
+}
+
+func editList(v any) ([]edit, error) {
+	var items []any
+	switch l := v.(type) {
+	case []any:
+		items = l
+	case []map[string]any:
+		for _, m := range l {
+			items = append(items, m)
+		}
+	default:
+		return nil, &toolError{msg: `argument "edits" must be an array of {oldText, newText} objects`}
+	}
+	if len(items) > maxEdits {
+		return nil, &toolError{msg: fmt.Sprintf("too many edits (limit %d)", maxEdits)}
+	}
+	out := make([]edit, 0, len(items))
+	for i, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return nil, &toolError{msg: fmt.Sprintf("edits[%d] must be an object", i)}
+		}
+		for k := range m {
+			if k != "oldText" && k != "newText" {
+				return nil, &toolError{msg: fmt.Sprintf("edits[%d]: unknown field %q", i, toolargs.Clip(k))}
+			}
+		}
+		o, ok1 := m["oldText"].(string)
+		n, ok2 := m["newText"].(string)
+		if !ok1 || !ok2 {
+			return nil, &toolError{msg: fmt.Sprintf("edits[%d] needs string fields oldText and newText", i)}
+		}
+		out = append(out, edit{oldText: o, newText: n})
+	}
+	return out, nil
+}
 
 // normalizeNewlines turns CRLF into LF.
 func normalizeNewlines(s string) string {

@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"strings"
 	"syscall"
+
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
 
 // errOutside marks a path outside the sandbox.
@@ -13,6 +15,12 @@ var errOutside = errors.New("path outside the sandbox")
 // errChanged marks a file that changed between the check and the use
 // (swapped for a symlink or another file).
 var errChanged = errors.New("file changed during the operation")
+
+// errCodeFile is the refusal of a write to a file that makes git or a
+// shell run code (policy.IsProtectedRepoPath). The policy engine refuses
+// these writes first (its protected-path invariant); the server checks the
+// same rule again, in case a call reaches it some other way.
+var errCodeFile = &toolError{msg: "access denied: writing git metadata or environment files (.git, .gitmodules, .gitattributes, .env, .envrc) is forbidden"}
 
 // toolError carries the agent-safe message of a failure next to its detail.
 type toolError struct {
@@ -35,10 +43,15 @@ func (e *toolError) Unwrap() error { return e.err }
 // well-known OS error ("reading file: no such file or directory").
 func failf(msg string, err error) error { return &toolError{msg: msg, err: err, cause: true} }
 
-// safeMessage returns the text the agent sees for err: a toolError's own
-// message, or a fixed phrase for well-known OS errors. Raw error strings are
-// never passed through: they can hold host paths.
+// safeMessage returns the text the agent sees for err: an argument
+// refusal's or a toolError's own message, or a fixed phrase for well-known
+// OS errors. Raw error strings are never passed through: they can hold host
+// paths.
 func safeMessage(err error) string {
+	var ae *toolargs.Error
+	if errors.As(err, &ae) {
+		return ae.Error()
+	}
 	var te *toolError
 	if errors.As(err, &te) {
 		if !te.cause || te.err == nil {

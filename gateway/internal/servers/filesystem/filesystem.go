@@ -38,6 +38,7 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
 
 // Defaults applied when the corresponding Config field is zero.
@@ -88,14 +89,10 @@ type Server struct {
 	maxWrite int64
 	maxEnt   int
 	log      *slog.Logger
-	tools    []servers.Tool
-	handlers map[string]handler
+	tools    *toolargs.Set
 }
 
 var _ servers.Server = (*Server)(nil)
-
-// handler runs one tool on already type-checked arguments.
-type handler func(ctx context.Context, a *args) (servers.Result, error)
 
 // New opens the sandbox and returns the server.
 func New(cfg Config) (*Server, error) {
@@ -140,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.tools, s.handlers = s.toolSet()
+	s.tools = toolargs.NewSet(ServerName, s, toolDefs, s.fail)
 	return s, nil
 }
 
@@ -154,35 +151,13 @@ func (s *Server) Name() string { return ServerName }
 func (s *Server) Root() string { return s.rootPath }
 
 // Tools lists the tools with their schemas and policy annotations.
-func (s *Server) Tools() []servers.Tool {
-	out := make([]servers.Tool, len(s.tools))
-	copy(out, s.tools)
-	return out
-}
+func (s *Server) Tools() []servers.Tool { return s.tools.Tools() }
 
 // Call runs one tool. Failures the agent should see come back as an IsError
 // result with a short message; the returned error is reserved for the
 // context being cancelled.
 func (s *Server) Call(ctx context.Context, tool string, raw map[string]any) (servers.Result, error) {
-	h, ok := s.handlers[tool]
-	if !ok {
-		return servers.ToolError(fmt.Sprintf("unknown tool %q", clip(tool))), nil
-	}
-	if err := ctx.Err(); err != nil {
-		return servers.Result{}, fmt.Errorf("calling filesystem %s: %w", tool, err)
-	}
-	a, err := parseArgs(s.schemaOf(tool), raw)
-	if err != nil {
-		return s.fail(tool, err), nil
-	}
-	res, err := h(ctx, a)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return servers.Result{}, fmt.Errorf("calling filesystem %s: %w", tool, ctxErr)
-		}
-		return s.fail(tool, err), nil
-	}
-	return res, nil
+	return s.tools.Call(ctx, tool, raw)
 }
 
 // fail turns err into an agent-safe tool error and logs the detail.
@@ -268,9 +243,6 @@ func checkText(v string) error {
 	}
 	return nil
 }
-
-// schemaOf returns the argument specification of tool.
-func (s *Server) schemaOf(tool string) []argSpec { return toolArgs[tool] }
 
 // isNotExist reports a missing file through any wrapping.
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
 
 // Pattern limits: matching costs O(alternatives x pattern segments x path
@@ -46,7 +48,7 @@ func compileGlobs(pats []string) ([]*glob, error) {
 
 func compileGlob(p string) (*glob, error) {
 	bad := func(why string) error {
-		return &toolError{msg: fmt.Sprintf("invalid pattern %q: %s", clip(p), why)}
+		return &toolError{msg: fmt.Sprintf("invalid pattern %q: %s", toolargs.Clip(p), why)}
 	}
 	switch {
 	case p == "":

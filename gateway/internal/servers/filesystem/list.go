@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
 
 // readDir lists the directory rel (checked open: no symlink, no swap),
@@ -39,8 +40,8 @@ func (s *Server) readDir(rel string) ([]fs.DirEntry, error) {
 
 // listDirectory prints "[DIR] name" / "[FILE] name" lines. Symlinks are
 // listed as files and never followed.
-func (s *Server) listDirectory(_ context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) listDirectory(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -57,18 +58,12 @@ func (s *Server) listDirectory(_ context.Context, a *args) (servers.Result, erro
 
 // listDirectoryWithSizes adds sizes (from lstat: a symlink's target is
 // never looked at) and a summary.
-func (s *Server) listDirectoryWithSizes(_ context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) listDirectoryWithSizes(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	sortBy := "name"
-	if v, ok := a.strs["sortBy"]; ok {
-		if v != "name" && v != "size" {
-			return servers.Result{}, &toolError{msg: `sortBy must be "name" or "size"`}
-		}
-		sortBy = v
-	}
+	sortBy := a.Str("sortBy") // "", "name" or "size": the enum is checked when parsing
 	entries, err := s.readDir(rel)
 	if err != nil {
 		return servers.Result{}, failf("listing directory", err)
@@ -217,12 +212,12 @@ func (w *walker) list(dirRel string, depth int) ([]fs.DirEntry, error) {
 }
 
 // directoryTree returns the recursive JSON tree under path.
-func (s *Server) directoryTree(ctx context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) directoryTree(ctx context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	ex, err := compileGlobs(a.list("excludePatterns"))
+	ex, err := compileGlobs(a.Strings("excludePatterns"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -271,16 +266,16 @@ func (w *walker) tree(dirRel, prefix string, depth int) ([]treeEntry, error) {
 // searchFiles returns the absolute paths under path whose path relative to
 // it matches the glob pattern (dot files included). Symlinks are never
 // followed.
-func (s *Server) searchFiles(ctx context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) searchFiles(ctx context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	pats, err := compileGlobs([]string{a.str("pattern")})
+	pats, err := compileGlobs([]string{a.Str("pattern")})
 	if err != nil {
 		return servers.Result{}, err
 	}
-	ex, err := compileGlobs(a.list("excludePatterns"))
+	ex, err := compileGlobs(a.Strings("excludePatterns"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -325,8 +320,8 @@ func (w *walker) search(dirRel, prefix string, depth int, g *glob, found *[]stri
 
 // getFileInfo prints metadata of a file or directory (the path itself: a
 // symlink swapped in is refused, not followed).
-func (s *Server) getFileInfo(_ context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) getFileInfo(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -365,6 +360,6 @@ func (s *Server) getFileInfo(_ context.Context, a *args) (servers.Result, error)
 }
 
 // listAllowedDirectories names the sandbox.
-func (s *Server) listAllowedDirectories(context.Context, *args) (servers.Result, error) {
+func (s *Server) listAllowedDirectories(context.Context, *toolargs.Args) (servers.Result, error) {
 	return servers.Text("Allowed directories:\n" + s.rootPath), nil
 }

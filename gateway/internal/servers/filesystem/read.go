@@ -12,16 +12,17 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
 
 // readTextFile serves read_text_file and the deprecated read_file.
-func (s *Server) readTextFile(_ context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) readTextFile(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	head, _ := a.integer("head")
-	tail, _ := a.integer("tail")
+	head, _ := a.Int("head")
+	tail, _ := a.Int("tail")
 	if head > 0 && tail > 0 {
 		return servers.Result{}, &toolError{msg: "cannot specify both head and tail"}
 	}
@@ -154,8 +155,8 @@ var mediaTypes = map[string]string{
 }
 
 // readMediaFile returns an image or audio file as base64 content.
-func (s *Server) readMediaFile(_ context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) readMediaFile(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -186,8 +187,8 @@ func (s *Server) readMediaFile(_ context.Context, a *args) (servers.Result, erro
 // readMultipleFiles reads several files; a failure on one is reported in
 // its place and does not stop the others. The sum of the contents is capped
 // by the read limit.
-func (s *Server) readMultipleFiles(_ context.Context, a *args) (servers.Result, error) {
-	paths := a.list("paths")
+func (s *Server) readMultipleFiles(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	paths := a.Strings("paths")
 	if len(paths) == 0 {
 		return servers.Result{}, &toolError{msg: "paths must hold at least one path"}
 	}

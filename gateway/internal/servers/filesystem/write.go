@@ -6,19 +6,21 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
+	"ironcurtain.dev/gateway/policy"
 )
 
 // writeFile creates or replaces a file (see writeAtomic for the safety
 // argument).
-func (s *Server) writeFile(_ context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) writeFile(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if codeFile(rel) {
+	if policy.IsProtectedRepoPath(rel) {
 		return servers.Result{}, errCodeFile
 	}
-	content := a.str("content")
+	content := a.Str("content")
 	if int64(len(content)) > s.maxWrite {
 		return servers.Result{}, &toolError{msg: fmt.Sprintf("content is too large (%d bytes, limit %d)", len(content), s.maxWrite)}
 	}
@@ -30,16 +32,17 @@ func (s *Server) writeFile(_ context.Context, a *args) (servers.Result, error) {
 
 // editFile applies edits to a text file and returns a unified diff; with
 // dryRun the file is left alone.
-func (s *Server) editFile(_ context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) editFile(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if len(a.edits) == 0 {
+	edits, _ := a.Value("edits").([]edit)
+	if len(edits) == 0 {
 		return servers.Result{}, &toolError{msg: "edits must hold at least one edit"}
 	}
-	dryRun := a.boolean("dryRun")
-	if !dryRun && codeFile(rel) {
+	dryRun := a.Bool("dryRun")
+	if !dryRun && policy.IsProtectedRepoPath(rel) {
 		return servers.Result{}, errCodeFile
 	}
 	original, err := s.readWhole(rel, s.maxRead)
@@ -47,7 +50,7 @@ func (s *Server) editFile(_ context.Context, a *args) (servers.Result, error) {
 		return servers.Result{}, err
 	}
 	content := normalizeNewlines(string(original))
-	modified, err := applyEdits(content, a.edits)
+	modified, err := applyEdits(content, edits)
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -76,12 +79,12 @@ func fenceDiff(diff string) string {
 }
 
 // createDirectory creates a directory and its missing parents.
-func (s *Server) createDirectory(_ context.Context, a *args) (servers.Result, error) {
-	rel, err := s.resolve(a.str("path"))
+func (s *Server) createDirectory(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	rel, err := s.resolve(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if codeFile(rel) {
+	if policy.IsProtectedRepoPath(rel) {
 		return servers.Result{}, errCodeFile
 	}
 	if rel != "." {
@@ -95,16 +98,16 @@ func (s *Server) createDirectory(_ context.Context, a *args) (servers.Result, er
 // moveFile renames a file or directory. The destination must not exist.
 // The rename goes through the root: no component of either path may leave
 // the sandbox, and a symlink being moved is moved itself, never followed.
-func (s *Server) moveFile(_ context.Context, a *args) (servers.Result, error) {
-	src, err := s.resolve(a.str("source"))
+func (s *Server) moveFile(_ context.Context, a *toolargs.Args) (servers.Result, error) {
+	src, err := s.resolve(a.Str("source"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	dst, err := s.resolve(a.str("destination"))
+	dst, err := s.resolve(a.Str("destination"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if codeFile(src) || codeFile(dst) {
+	if policy.IsProtectedRepoPath(src) || policy.IsProtectedRepoPath(dst) {
 		return servers.Result{}, errCodeFile
 	}
 	if src == "." || dst == "." {

@@ -9,6 +9,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -47,21 +48,21 @@ func localRemotePath(raw string) (string, bool) {
 	return p, true
 }
 
-func (s *Server) remote(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) remote(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	op := c.str("operation")
+	op := c.Str("operation")
 	if op == "" {
 		op = "list"
 	}
 	if op != "list" {
-		if err := checkRemoteName("name", c.str("name")); err != nil {
+		if err := checkRemoteName("name", c.Str("name")); err != nil {
 			return servers.Result{}, err
 		}
 	}
-	name := c.str("name")
+	name := c.Str("name")
 	switch op {
 	case "list":
 		res, err := s.run(ctx, r, "remote", "--verbose")
@@ -70,7 +71,7 @@ func (s *Server) remote(ctx context.Context, c *call) (servers.Result, error) {
 		}
 		return textResult(res.Stdout, "(no remotes)"), nil
 	case "add":
-		raw := c.str("url")
+		raw := c.Str("url")
 		if _, err := s.parseRemoteURL("url", raw); err != nil {
 			return servers.Result{}, err
 		}
@@ -106,12 +107,12 @@ func (s *Server) remote(ctx context.Context, c *call) (servers.Result, error) {
 	}
 }
 
-func (s *Server) worktree(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) worktree(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	op := c.str("operation")
+	op := c.Str("operation")
 	if op == "" {
 		op = "list"
 	}
@@ -122,7 +123,7 @@ func (s *Server) worktree(ctx context.Context, c *call) (servers.Result, error) 
 	case "prune":
 		args = []string{"worktree", "prune", "--verbose"}
 	case "add", "remove":
-		wt, err := s.sandboxPath("worktree_path", c.str("worktree_path"))
+		wt, err := s.sandboxPath("worktree_path", c.Str("worktree_path"))
 		if err != nil {
 			return servers.Result{}, err
 		}
@@ -134,24 +135,24 @@ func (s *Server) worktree(ctx context.Context, c *call) (servers.Result, error) 
 			break
 		}
 		args = []string{"worktree", "add"}
-		if c.flag("create_branch") {
-			if err := checkRefName("branch", c.str("branch")); err != nil {
+		if c.Bool("create_branch") {
+			if err := checkRefName("branch", c.Str("branch")); err != nil {
 				return servers.Result{}, err
 			}
-			args = append(args, "-b", c.str("branch"), "--end-of-options", wt)
-			if c.has("start_point") {
-				if err := checkRevision("start_point", c.str("start_point")); err != nil {
+			args = append(args, "-b", c.Str("branch"), "--end-of-options", wt)
+			if c.Has("start_point") {
+				if err := checkRevision("start_point", c.Str("start_point")); err != nil {
 					return servers.Result{}, err
 				}
-				args = append(args, c.str("start_point"))
+				args = append(args, c.Str("start_point"))
 			}
 		} else {
 			args = append(args, "--end-of-options", wt)
-			if c.has("branch") {
-				if err := checkRevision("branch", c.str("branch")); err != nil {
+			if c.Has("branch") {
+				if err := checkRevision("branch", c.Str("branch")); err != nil {
 					return servers.Result{}, err
 				}
-				args = append(args, c.str("branch"))
+				args = append(args, c.Str("branch"))
 			}
 		}
 	}
@@ -164,17 +165,17 @@ func (s *Server) worktree(ctx context.Context, c *call) (servers.Result, error) 
 
 // initRepo creates a repository at path (created if missing). An existing
 // repository is refused rather than re-initialised.
-func (s *Server) initRepo(ctx context.Context, c *call) (servers.Result, error) {
-	dir, err := s.prepareNewRepoDir(c.str("path"))
+func (s *Server) initRepo(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	dir, err := s.prepareNewRepoDir(c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
 	args := []string{"init", "--quiet"}
-	if c.has("initial_branch") {
-		if err := checkRefName("initial_branch", c.str("initial_branch")); err != nil {
+	if c.Has("initial_branch") {
+		if err := checkRefName("initial_branch", c.Str("initial_branch")); err != nil {
 			return servers.Result{}, err
 		}
-		args = append(args, "--initial-branch="+c.str("initial_branch"))
+		args = append(args, "--initial-branch="+c.Str("initial_branch"))
 	}
 	if _, err := gitexec.Run(ctx, s.newRepoOptions(dir), args...); err != nil {
 		return servers.Result{}, &toolError{msg: "git init failed", err: err}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
 
 // checkMessage accepts a commit or tag message (passed on stdin, never in
@@ -22,13 +23,13 @@ func checkMessage(arg, m string) error {
 	return nil
 }
 
-func (s *Server) add(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) add(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	files := c.list("files")
-	if len(files) == 0 && !c.flag("all") {
+	files := c.Strings("files")
+	if len(files) == 0 && !c.Bool("all") {
 		return servers.Result{}, refuse("name files to stage or set all")
 	}
 	paths, err := s.pathspecs("files", r.repo.WorkTree, files)
@@ -36,7 +37,7 @@ func (s *Server) add(ctx context.Context, c *call) (servers.Result, error) {
 		return servers.Result{}, err
 	}
 	args := []string{"add", "--verbose"}
-	if c.flag("all") {
+	if c.Bool("all") {
 		args = append(args, "--all")
 	}
 	args = append(append(args, "--"), paths...)
@@ -47,23 +48,23 @@ func (s *Server) add(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(res.Stdout, "(nothing to stage)"), nil
 }
 
-func (s *Server) commit(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) commit(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	msg := c.str("message")
+	msg := c.Str("message")
 	if err := checkMessage("message", msg); err != nil {
 		return servers.Result{}, err
 	}
 	args := []string{"commit", "--no-verify", "--no-gpg-sign", "--file=-"}
-	if c.flag("all") {
+	if c.Bool("all") {
 		args = append(args, "--all")
 	}
-	if c.flag("amend") {
+	if c.Bool("amend") {
 		args = append(args, "--amend")
 	}
-	if c.flag("allow_empty") {
+	if c.Bool("allow_empty") {
 		args = append(args, "--allow-empty")
 	}
 	res, err := s.runStdin(ctx, r, msg, args...)
@@ -73,12 +74,12 @@ func (s *Server) commit(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(res.Stdout, "committed"), nil
 }
 
-func (s *Server) branch(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) branch(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	op := c.str("operation")
+	op := c.Str("operation")
 	if op == "" {
 		op = "list"
 	}
@@ -86,63 +87,63 @@ func (s *Server) branch(ctx context.Context, c *call) (servers.Result, error) {
 	switch op {
 	case "list":
 		args = []string{"branch", "--list", "-vv", "--no-color"}
-		if c.flag("all") {
+		if c.Bool("all") {
 			args = append(args, "--all")
 		}
 	case "create":
-		if err := checkRefName("name", c.str("name")); err != nil {
+		if err := checkRefName("name", c.Str("name")); err != nil {
 			return servers.Result{}, err
 		}
-		args = []string{"branch", "--end-of-options", c.str("name")}
-		if c.has("start_point") {
-			if err := checkRevision("start_point", c.str("start_point")); err != nil {
+		args = []string{"branch", "--end-of-options", c.Str("name")}
+		if c.Has("start_point") {
+			if err := checkRevision("start_point", c.Str("start_point")); err != nil {
 				return servers.Result{}, err
 			}
-			args = append(args, c.str("start_point"))
+			args = append(args, c.Str("start_point"))
 		}
 	case "delete":
-		if err := checkRevision("name", c.str("name")); err != nil {
+		if err := checkRevision("name", c.Str("name")); err != nil {
 			return servers.Result{}, err
 		}
 		flag := "-d"
-		if c.flag("force") {
+		if c.Bool("force") {
 			flag = "-D"
 		}
-		args = []string{"branch", flag, "--end-of-options", c.str("name")}
+		args = []string{"branch", flag, "--end-of-options", c.Str("name")}
 	case "rename":
-		if err := checkRevision("name", c.str("name")); err != nil {
+		if err := checkRevision("name", c.Str("name")); err != nil {
 			return servers.Result{}, err
 		}
-		if err := checkRefName("new_name", c.str("new_name")); err != nil {
+		if err := checkRefName("new_name", c.Str("new_name")); err != nil {
 			return servers.Result{}, err
 		}
-		args = []string{"branch", "-m", "--end-of-options", c.str("name"), c.str("new_name")}
+		args = []string{"branch", "-m", "--end-of-options", c.Str("name"), c.Str("new_name")}
 	}
 	res, err := s.run(ctx, r, args...)
 	if err != nil {
 		return servers.Result{}, &toolError{msg: "git branch " + op + " failed", err: err}
 	}
-	done := map[string]string{"create": "created branch " + c.str("name"), "delete": "deleted branch " + c.str("name"),
-		"rename": "renamed branch " + c.str("name") + " to " + c.str("new_name")}[op]
+	done := map[string]string{"create": "created branch " + c.Str("name"), "delete": "deleted branch " + c.Str("name"),
+		"rename": "renamed branch " + c.Str("name") + " to " + c.Str("new_name")}[op]
 	return textResult(res.Stdout, done), nil
 }
 
 // checkout switches branches (git switch) or restores files (git restore):
 // both accept --end-of-options or "--", unlike git checkout.
-func (s *Server) checkout(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) checkout(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	target := c.str("target")
-	if c.has("target") {
+	target := c.Str("target")
+	if c.Has("target") {
 		if err := checkRevision("target", target); err != nil {
 			return servers.Result{}, err
 		}
 	}
 	var args []string
-	if files := c.list("paths"); len(files) > 0 {
-		if c.flag("create_branch") || c.flag("detach") {
+	if files := c.Strings("paths"); len(files) > 0 {
+		if c.Bool("create_branch") || c.Bool("detach") {
 			return servers.Result{}, refuse("paths cannot be combined with create_branch or detach")
 		}
 		paths, err := s.pathspecs("paths", r.repo.WorkTree, files)
@@ -159,18 +160,18 @@ func (s *Server) checkout(ctx context.Context, c *call) (servers.Result, error) 
 			return servers.Result{}, refuse("target is required unless paths are given")
 		}
 		switch {
-		case c.flag("create_branch"):
+		case c.Bool("create_branch"):
 			if err := checkRefName("target", target); err != nil {
 				return servers.Result{}, err
 			}
 			args = []string{"switch", "--create", target}
-			if c.has("start_point") {
-				if err := checkRevision("start_point", c.str("start_point")); err != nil {
+			if c.Has("start_point") {
+				if err := checkRevision("start_point", c.Str("start_point")); err != nil {
 					return servers.Result{}, err
 				}
-				args = append(args, "--end-of-options", c.str("start_point"))
+				args = append(args, "--end-of-options", c.Str("start_point"))
 			}
-		case c.flag("detach"):
+		case c.Bool("detach"):
 			args = []string{"switch", "--detach", "--end-of-options", target}
 		default:
 			args = []string{"switch", "--end-of-options", target}
@@ -200,32 +201,32 @@ func sequencerOp(cmd, op string) ([]string, bool) {
 	return nil, false
 }
 
-func (s *Server) merge(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) merge(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	args, ok := sequencerOp("merge", c.str("operation"))
+	args, ok := sequencerOp("merge", c.Str("operation"))
 	if !ok {
-		if err := checkRevision("branch", c.str("branch")); err != nil {
+		if err := checkRevision("branch", c.Str("branch")); err != nil {
 			return servers.Result{}, err
 		}
 		args = []string{"merge", "--no-edit", "--no-verify", "--no-gpg-sign", "--no-stat"}
 		switch {
-		case c.flag("no_ff") && c.flag("ff_only"):
+		case c.Bool("no_ff") && c.Bool("ff_only"):
 			return servers.Result{}, refuse("no_ff and ff_only exclude each other")
-		case c.flag("no_ff"):
+		case c.Bool("no_ff"):
 			args = append(args, "--no-ff")
-		case c.flag("ff_only"):
+		case c.Bool("ff_only"):
 			args = append(args, "--ff-only")
 		}
-		if c.has("message") {
-			if err := checkMessage("message", c.str("message")); err != nil {
+		if c.Has("message") {
+			if err := checkMessage("message", c.Str("message")); err != nil {
 				return servers.Result{}, err
 			}
-			args = append(args, "--message="+c.str("message"))
+			args = append(args, "--message="+c.Str("message"))
 		}
-		args = append(args, "--end-of-options", c.str("branch"))
+		args = append(args, "--end-of-options", c.Str("branch"))
 	}
 	res, err := s.run(ctx, r, args...)
 	if err != nil {
@@ -234,25 +235,25 @@ func (s *Server) merge(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(append(res.Stdout, res.Stderr...), "merged"), nil
 }
 
-func (s *Server) rebase(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) rebase(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
 	// Never interactive and never --exec: no argument reaches those.
-	args, ok := sequencerOp("rebase", c.str("operation"))
+	args, ok := sequencerOp("rebase", c.Str("operation"))
 	if !ok {
-		if err := checkRevision("upstream", c.str("upstream")); err != nil {
+		if err := checkRevision("upstream", c.Str("upstream")); err != nil {
 			return servers.Result{}, err
 		}
 		args = []string{"rebase", "--no-autosquash", "--no-verify", "--no-gpg-sign", "--no-update-refs"}
-		if c.has("onto") {
-			if err := checkRevision("onto", c.str("onto")); err != nil {
+		if c.Has("onto") {
+			if err := checkRevision("onto", c.Str("onto")); err != nil {
 				return servers.Result{}, err
 			}
-			args = append(args, "--onto="+c.str("onto"))
+			args = append(args, "--onto="+c.Str("onto"))
 		}
-		args = append(args, "--end-of-options", c.str("upstream"))
+		args = append(args, "--end-of-options", c.Str("upstream"))
 	}
 	res, err := s.run(ctx, r, args...)
 	if err != nil {
@@ -261,14 +262,14 @@ func (s *Server) rebase(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(append(res.Stdout, res.Stderr...), "rebased"), nil
 }
 
-func (s *Server) cherryPick(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) cherryPick(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	args, ok := sequencerOp("cherry-pick", c.str("operation"))
+	args, ok := sequencerOp("cherry-pick", c.Str("operation"))
 	if !ok {
-		commits := c.list("commits")
+		commits := c.Strings("commits")
 		if len(commits) == 0 || len(commits) > 100 {
 			return servers.Result{}, refuse("commits must name 1 to 100 commits")
 		}
@@ -287,23 +288,23 @@ func (s *Server) cherryPick(ctx context.Context, c *call) (servers.Result, error
 	return textResult(append(res.Stdout, res.Stderr...), "done"), nil
 }
 
-func (s *Server) reset(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) reset(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
 	target := "HEAD"
-	if c.has("target") {
-		target = c.str("target")
+	if c.Has("target") {
+		target = c.Str("target")
 		if err := checkRevision("target", target); err != nil {
 			return servers.Result{}, err
 		}
 	}
-	mode := c.str("mode")
+	mode := c.Str("mode")
 	// reset does not know --end-of-options: the revision is validated (no
 	// leading '-') and a "--" ends it.
 	var args []string
-	if files := c.list("paths"); len(files) > 0 {
+	if files := c.Strings("paths"); len(files) > 0 {
 		if mode != "" && mode != "mixed" {
 			return servers.Result{}, refuse("paths can only be unstaged (mode mixed)")
 		}
@@ -325,31 +326,31 @@ func (s *Server) reset(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(res.Stdout, "reset to "+target), nil
 }
 
-func (s *Server) stash(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) stash(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	op := c.str("operation")
+	op := c.Str("operation")
 	if op == "" {
 		op = "push"
 	}
 	entry := "stash@{0}"
-	if n, ok := c.num("index"); ok {
+	if n, ok := c.Int("index"); ok {
 		entry = "stash@{" + strconv.FormatInt(n, 10) + "}"
 	}
 	var args []string
 	switch op {
 	case "push":
 		args = []string{"stash", "push"}
-		if c.flag("include_untracked") {
+		if c.Bool("include_untracked") {
 			args = append(args, "--include-untracked")
 		}
-		if c.has("message") {
-			if err := checkMessage("message", c.str("message")); err != nil {
+		if c.Has("message") {
+			if err := checkMessage("message", c.Str("message")); err != nil {
 				return servers.Result{}, err
 			}
-			args = append(args, "--message="+c.str("message"))
+			args = append(args, "--message="+c.Str("message"))
 		}
 	case "list":
 		args = []string{"stash", "list"}
@@ -367,12 +368,12 @@ func (s *Server) stash(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(append(res.Stdout, res.Stderr...), "done"), nil
 }
 
-func (s *Server) tag(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) tag(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	op := c.str("operation")
+	op := c.Str("operation")
 	if op == "" {
 		op = "list"
 	}
@@ -385,24 +386,24 @@ func (s *Server) tag(ctx context.Context, c *call) (servers.Result, error) {
 		}
 		return textResult(out.Stdout, "(no tags)"), nil
 	case "create":
-		if err := checkRefName("name", c.str("name")); err != nil {
+		if err := checkRefName("name", c.Str("name")); err != nil {
 			return servers.Result{}, err
 		}
 		args := []string{"tag", "--no-sign"}
 		stdin := ""
-		if c.has("message") {
-			if err := checkMessage("message", c.str("message")); err != nil {
+		if c.Has("message") {
+			if err := checkMessage("message", c.Str("message")); err != nil {
 				return servers.Result{}, err
 			}
 			args = append(args, "--annotate", "--file=-")
-			stdin = c.str("message")
+			stdin = c.Str("message")
 		}
-		args = append(args, "--end-of-options", c.str("name"))
-		if c.has("target") {
-			if err := checkRevision("target", c.str("target")); err != nil {
+		args = append(args, "--end-of-options", c.Str("name"))
+		if c.Has("target") {
+			if err := checkRevision("target", c.Str("target")); err != nil {
 				return servers.Result{}, err
 			}
-			args = append(args, c.str("target"))
+			args = append(args, c.Str("target"))
 		}
 		out, err := s.runStdin(ctx, r, stdin, args...)
 		if err != nil {
@@ -410,14 +411,14 @@ func (s *Server) tag(ctx context.Context, c *call) (servers.Result, error) {
 		}
 		res = out.Stdout
 	case "delete":
-		if err := checkRevision("name", c.str("name")); err != nil {
+		if err := checkRevision("name", c.Str("name")); err != nil {
 			return servers.Result{}, err
 		}
-		out, err := s.run(ctx, r, "tag", "--delete", "--end-of-options", c.str("name"))
+		out, err := s.run(ctx, r, "tag", "--delete", "--end-of-options", c.Str("name"))
 		if err != nil {
 			return servers.Result{}, &toolError{msg: "git tag delete failed", err: err}
 		}
 		res = out.Stdout
 	}
-	return textResult(res, op+"d tag "+c.str("name")), nil
+	return textResult(res, op+"d tag "+c.Str("name")), nil
 }

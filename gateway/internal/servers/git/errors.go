@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/gitexec"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -38,6 +39,10 @@ const maxShownStderr = 2000
 // it (merge conflicts, rejected pushes); it comes from commands run on the
 // agent's own repository or from the remote, and is redacted and capped.
 func safeMessage(err error) string {
+	var ae *toolargs.Error
+	if errors.As(err, &ae) {
+		return ae.Error()
+	}
 	var te *toolError
 	if errors.As(err, &te) {
 		if te.err != nil {
@@ -67,7 +72,7 @@ func phrase(err error) string {
 	case errors.Is(err, gitexec.ErrExecutableConfig):
 		keys := ""
 		if _, after, ok := strings.Cut(err.Error(), gitexec.ErrExecutableConfig.Error()+": "); ok {
-			keys = " (" + clip(after) + ")"
+			keys = " (" + toolargs.Clip(after) + ")"
 		}
 		return "refused: the repository config defines settings that run programs" + keys
 	case errors.Is(err, gitexec.ErrUnsafeGitDir):

@@ -60,6 +60,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -159,17 +160,13 @@ type Server struct {
 	unsafeLocal   bool
 	unsafeUnbound bool
 	unsafeTestCA  string
-	tools         []servers.Tool
-	handlers      map[string]handler
+	tools         *toolargs.Set
 	scanCache     scanCache
 	mirrorLocksMu sync.Mutex
 	mirrorLocks   map[string]*sync.Mutex
 }
 
 var _ servers.Server = (*Server)(nil)
-
-// handler runs one tool on type-checked arguments.
-type handler func(ctx context.Context, c *call) (servers.Result, error)
 
 // New validates cfg and prepares the mirror directory.
 func New(cfg Config) (*Server, error) {
@@ -246,7 +243,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.setupCredentials(); err != nil {
 		return nil, err
 	}
-	s.tools, s.handlers = s.toolSet()
+	s.tools = toolargs.NewSet(ServerName, s, toolDefs, s.fail)
 	return s, nil
 }
 
@@ -278,36 +275,13 @@ func checkIdentity(name, mail string) error {
 func (s *Server) Name() string { return ServerName }
 
 // Tools lists the tools with their schemas and policy annotations.
-func (s *Server) Tools() []servers.Tool {
-	out := make([]servers.Tool, len(s.tools))
-	copy(out, s.tools)
-	return out
-}
+func (s *Server) Tools() []servers.Tool { return s.tools.Tools() }
 
 // Call runs one tool. Failures the agent should see come back as an IsError
 // result with a short message; the returned error is reserved for a
 // cancelled context.
 func (s *Server) Call(ctx context.Context, tool string, raw map[string]any) (servers.Result, error) {
-	h, ok := s.handlers[tool]
-	if !ok {
-		return servers.ToolError(fmt.Sprintf("unknown tool %q", clip(tool))), nil
-	}
-	if err := ctx.Err(); err != nil {
-		return servers.Result{}, fmt.Errorf("calling git %s: %w", tool, err)
-	}
-	c, err := parseCall(tool, toolArgs[tool], raw)
-	if err != nil {
-		return s.fail(tool, err), nil
-	}
-	c.info, _ = servers.CallInfoFrom(ctx)
-	res, err := h(ctx, c)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return servers.Result{}, fmt.Errorf("calling git %s: %w", tool, ctxErr)
-		}
-		return s.fail(tool, err), nil
-	}
-	return res, nil
+	return s.tools.Call(ctx, tool, raw)
 }
 
 // fail turns err into an agent-safe tool error and logs the detail.

@@ -11,6 +11,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -82,10 +83,11 @@ func (s *Server) resolveLocalRemote(ctx context.Context, r *repoHandle, name str
 // bindURLs refuses a network operation whose URLs are not all among those
 // the policy judged for arg (servers.CallInfo.PolicyArgs): a remote
 // re-pointed after the decision is never contacted.
-func (s *Server) bindURLs(info servers.CallInfo, arg string, urls []remoteURL) error {
+func (s *Server) bindURLs(ctx context.Context, arg string, urls []remoteURL) error {
 	if s.unsafeUnbound {
 		return nil
 	}
+	info, _ := servers.CallInfoFrom(ctx)
 	approved := map[string]bool{}
 	switch v := info.PolicyArgs[arg].(type) {
 	case string:
@@ -253,27 +255,27 @@ func (s *Server) fetchRefs(ctx context.Context, r *repoHandle, src fetchSource, 
 	return s.fromMirror(ctx, r, mirror, ns, src, branch, tags, prune)
 }
 
-func (s *Server) fetch(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) fetch(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	src, err := s.resolveFetchSource(ctx, r, c.str("remote"))
+	src, err := s.resolveFetchSource(ctx, r, c.Str("remote"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if err := s.bindURLs(c.info, "remote", src.urls); err != nil {
+	if err := s.bindURLs(ctx, "remote", src.urls); err != nil {
 		return servers.Result{}, err
 	}
-	branch := c.str("branch")
-	if c.has("branch") {
+	branch := c.Str("branch")
+	if c.Has("branch") {
 		if err := checkRefName("branch", branch); err != nil {
 			return servers.Result{}, err
 		}
 	} else if src.name == "" {
 		return servers.Result{}, refuse("fetching from a URL needs branch")
 	}
-	report, err := s.fetchRefs(ctx, r, src, branch, c.flag("tags"), c.flag("prune"))
+	report, err := s.fetchRefs(ctx, r, src, branch, c.Bool("tags"), c.Bool("prune"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -283,23 +285,23 @@ func (s *Server) fetch(ctx context.Context, c *call) (servers.Result, error) {
 	return servers.Text(s.redact(report)), nil
 }
 
-func (s *Server) pull(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) pull(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if c.flag("rebase") && c.flag("ff_only") {
+	if c.Bool("rebase") && c.Bool("ff_only") {
 		return servers.Result{}, refuse("rebase and ff_only exclude each other")
 	}
-	src, err := s.resolveFetchSource(ctx, r, c.str("remote"))
+	src, err := s.resolveFetchSource(ctx, r, c.Str("remote"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if err := s.bindURLs(c.info, "remote", src.urls); err != nil {
+	if err := s.bindURLs(ctx, "remote", src.urls); err != nil {
 		return servers.Result{}, err
 	}
-	branch := c.str("branch")
-	if c.has("branch") {
+	branch := c.Str("branch")
+	if c.Has("branch") {
 		if err := checkRefName("branch", branch); err != nil {
 			return servers.Result{}, err
 		}
@@ -319,11 +321,11 @@ func (s *Server) pull(ctx context.Context, c *call) (servers.Result, error) {
 	}
 	var args []string
 	switch {
-	case c.flag("rebase"):
+	case c.Bool("rebase"):
 		args = []string{"rebase", "--no-autosquash", "--no-verify", "--no-gpg-sign", "--no-update-refs", "--end-of-options", target}
 	default:
 		args = []string{"merge", "--no-edit", "--no-verify", "--no-gpg-sign", "--no-stat"}
-		if c.flag("ff_only") {
+		if c.Bool("ff_only") {
 			args = append(args, "--ff-only")
 		}
 		args = append(args, "--end-of-options", target)
@@ -362,21 +364,21 @@ func (s *Server) upstreamBranch(ctx context.Context, r *repoHandle) (string, err
 // the new repository's mirror, the repository is initialised by the
 // gateway (so its config holds no settings from the remote) and filled from
 // the mirror.
-func (s *Server) clone(ctx context.Context, c *call) (servers.Result, error) {
-	u, err := s.parseRemoteURL("url", c.str("url"))
+func (s *Server) clone(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	u, err := s.parseRemoteURL("url", c.Str("url"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if err := s.bindURLs(c.info, "url", []remoteURL{u}); err != nil {
+	if err := s.bindURLs(ctx, "url", []remoteURL{u}); err != nil {
 		return servers.Result{}, err
 	}
-	branch := c.str("branch")
-	if c.has("branch") {
+	branch := c.Str("branch")
+	if c.Has("branch") {
 		if err := checkRefName("branch", branch); err != nil {
 			return servers.Result{}, err
 		}
 	}
-	dir, err := s.sandboxPath("path", c.str("path"))
+	dir, err := s.sandboxPath("path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -34,12 +35,12 @@ type pushItem struct {
 // fetched from the workspace into the gateway's mirror and pushed from
 // there to the plan's explicit URLs with explicit src:dst refspecs: no
 // workspace config, hook or credential setting takes part.
-func (s *Server) pushTool(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) pushTool(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	in, err := policy.ParsePushArgs(c.raw)
+	in, err := policy.ParsePushArgs(c.Raw())
 	if err != nil {
 		return servers.Result{}, &toolError{msg: "push refused: " + err.Error()}
 	}
@@ -47,7 +48,7 @@ func (s *Server) pushTool(ctx context.Context, c *call) (servers.Result, error) 
 	if err != nil {
 		return servers.Result{}, err
 	}
-	if err := s.bindPush(ctx, c.info, plan); err != nil {
+	if err := s.bindPush(ctx, plan); err != nil {
 		return servers.Result{}, err
 	}
 	specs, err := s.concreteRefspecs(ctx, r, in, plan)
@@ -57,11 +58,11 @@ func (s *Server) pushTool(ctx context.Context, c *call) (servers.Result, error) 
 	items := make([]pushItem, 0, len(specs))
 	for _, sp := range specs {
 		if sp.Force || sp.Delete || sp.Wildcard || !strings.HasPrefix(sp.Dst, "refs/") {
-			return servers.Result{}, refuse("push refused: %s is not a plain update", clip(sp.Raw))
+			return servers.Result{}, refuse("push refused: %s is not a plain update", toolargs.Clip(sp.Raw))
 		}
 		out, err := s.run(ctx, r, "rev-parse", "--verify", "--quiet", "--end-of-options", sp.Src)
 		if err != nil {
-			return servers.Result{}, refuse("push refused: %s does not name an object in the repository", clip(sp.Src))
+			return servers.Result{}, refuse("push refused: %s does not name an object in the repository", toolargs.Clip(sp.Src))
 		}
 		items = append(items, pushItem{src: sp.Src, oid: strings.TrimSpace(string(out.Stdout)), dst: sp.Dst})
 	}
@@ -94,10 +95,11 @@ func (s *Server) pushTool(ctx context.Context, c *call) (servers.Result, error) 
 
 // bindPush requires the plan computed now to be the plan the policy
 // judged, carried in servers.CallInfo.Push or by policy.WithPushPlan.
-func (s *Server) bindPush(ctx context.Context, info servers.CallInfo, plan policy.PushPlan) error {
+func (s *Server) bindPush(ctx context.Context, plan policy.PushPlan) error {
 	if s.unsafeUnbound {
 		return nil
 	}
+	info, _ := servers.CallInfoFrom(ctx)
 	approved := info.Push
 	if approved == nil {
 		approved, _ = policy.PushPlanFromContext(ctx)

@@ -8,6 +8,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
 
 // diffSafety are the options of every command that renders diffs: no
@@ -35,13 +36,13 @@ func gitFailure(what string, res gitexec.Result, err error) error {
 	return &toolError{msg: what, err: err}
 }
 
-func (s *Server) status(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) status(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
 	args := []string{"status", "--untracked-files=all"}
-	if c.flag("short") {
+	if c.Bool("short") {
 		args = append(args, "--short", "--branch")
 	}
 	res, err := s.run(ctx, r, args...)
@@ -51,37 +52,37 @@ func (s *Server) status(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(res.Stdout, "(clean)"), nil
 }
 
-func (s *Server) diff(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) diff(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
 	args := append([]string{"diff"}, diffSafety...)
-	if c.flag("staged") {
-		if c.has("target") {
+	if c.Bool("staged") {
+		if c.Has("target") {
 			return servers.Result{}, refuse("staged compares the index with base; target cannot be used with it")
 		}
 		args = append(args, "--cached")
 	}
-	if c.flag("stat") {
+	if c.Bool("stat") {
 		args = append(args, "--stat")
 	}
-	if n, ok := c.num("context_lines"); ok {
+	if n, ok := c.Int("context_lines"); ok {
 		args = append(args, "-U"+strconv.FormatInt(n, 10))
 	}
 	args = append(args, "--end-of-options")
 	for _, name := range []string{"base", "target"} {
-		if c.has(name) {
-			if err := checkRevision(name, c.str(name)); err != nil {
+		if c.Has(name) {
+			if err := checkRevision(name, c.Str(name)); err != nil {
 				return servers.Result{}, err
 			}
-			args = append(args, c.str(name))
+			args = append(args, c.Str(name))
 		}
 	}
-	if c.has("target") && !c.has("base") {
+	if c.Has("target") && !c.Has("base") {
 		return servers.Result{}, refuse("target needs base")
 	}
-	paths, err := s.pathspecs("paths", r.repo.WorkTree, c.list("paths"))
+	paths, err := s.pathspecs("paths", r.repo.WorkTree, c.Strings("paths"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -93,31 +94,31 @@ func (s *Server) diff(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(res.Stdout, "(no differences)"), nil
 }
 
-func (s *Server) logTool(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) logTool(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
 	n := int64(20)
-	if v, ok := c.num("max_count"); ok && v > 0 {
+	if v, ok := c.Int("max_count"); ok && v > 0 {
 		n = v
 	}
 	args := append([]string{"log"}, diffSafety...)
 	args = append(args, "--no-show-signature", "--max-count="+strconv.FormatInt(n, 10), "--date=iso-strict")
-	if c.flag("oneline") {
+	if c.Bool("oneline") {
 		args = append(args, "--oneline")
 	}
-	if c.flag("stat") {
+	if c.Bool("stat") {
 		args = append(args, "--stat")
 	}
 	args = append(args, "--end-of-options")
-	if c.has("revision") {
-		if err := checkRevision("revision", c.str("revision")); err != nil {
+	if c.Has("revision") {
+		if err := checkRevision("revision", c.Str("revision")); err != nil {
 			return servers.Result{}, err
 		}
-		args = append(args, c.str("revision"))
+		args = append(args, c.Str("revision"))
 	}
-	paths, err := s.pathspecs("paths", r.repo.WorkTree, c.list("paths"))
+	paths, err := s.pathspecs("paths", r.repo.WorkTree, c.Strings("paths"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -129,21 +130,21 @@ func (s *Server) logTool(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(res.Stdout, "(no commits)"), nil
 }
 
-func (s *Server) show(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) show(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
 	rev := "HEAD"
-	if c.has("revision") {
-		rev = c.str("revision")
+	if c.Has("revision") {
+		rev = c.Str("revision")
 		if err := checkRevision("revision", rev); err != nil {
 			return servers.Result{}, err
 		}
 	}
 	args := append([]string{"show"}, diffSafety...)
 	args = append(args, "--no-show-signature", "--date=iso-strict")
-	if c.flag("stat") {
+	if c.Bool("stat") {
 		args = append(args, "--stat")
 	}
 	args = append(args, "--end-of-options", rev)
@@ -154,20 +155,20 @@ func (s *Server) show(ctx context.Context, c *call) (servers.Result, error) {
 	return textResult(res.Stdout, "(empty)"), nil
 }
 
-func (s *Server) blame(ctx context.Context, c *call) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.str("path"))
+func (s *Server) blame(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	files, err := s.pathspecs("file", r.repo.WorkTree, []string{c.str("file")})
+	files, err := s.pathspecs("file", r.repo.WorkTree, []string{c.Str("file")})
 	if err != nil {
 		return servers.Result{}, err
 	}
 	// blame does not know --end-of-options: the revision is validated
 	// (no leading '-') and the file follows "--".
 	args := []string{"blame", "--no-textconv", "--date=short"}
-	start, hasStart := c.num("start_line")
-	end, hasEnd := c.num("end_line")
+	start, hasStart := c.Int("start_line")
+	end, hasEnd := c.Int("end_line")
 	if hasStart || hasEnd {
 		if !hasStart {
 			start = 1
@@ -181,11 +182,11 @@ func (s *Server) blame(ctx context.Context, c *call) (servers.Result, error) {
 		}
 		args = append(args, rng)
 	}
-	if c.has("revision") {
-		if err := checkRevision("revision", c.str("revision")); err != nil {
+	if c.Has("revision") {
+		if err := checkRevision("revision", c.Str("revision")); err != nil {
 			return servers.Result{}, err
 		}
-		args = append(args, c.str("revision"))
+		args = append(args, c.Str("revision"))
 	}
 	args = append(args, "--", files[0])
 	res, err := s.run(ctx, r, args...)
