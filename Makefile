@@ -61,14 +61,23 @@ endif
 BASE_IMAGE ?= $(if $(filter 1,$(offline)),$(OFFLINE_BASE_IMAGE),$(STANDARD_BASE_IMAGE))
 IC_POSTGRES_IMAGE ?= $(if $(filter 1,$(offline)),$(OFFLINE_POSTGRES_IMAGE),$(STANDARD_POSTGRES_IMAGE))
 
+# The gateway and agent images (images/build.sh). PREBUILT=1 copies the host's static
+# binaries (make build) into them: the default offline, where containers cannot reach the
+# Go module proxy; PREBUILT=0 compiles in a golang builder stage (the workstation default).
+GATEWAY_IMAGE ?= ironcurtain/gateway:dev
+AGENT_IMAGE ?= ironcurtain/agent:dev
+PREBUILT ?= $(offline)
+IMAGE_CMD_PKGS := ./gateway/cmd/ironcurtain ./agent/cmd/ironcurtain-agent
+
 # What the Postgres integration tests (gateway/internal/store/pgtest) read. Ryuk, the
 # testcontainers reaper, cannot be pulled without a registry; pgtest cleans up itself.
 TEST_ENV = IC_POSTGRES_IMAGE=$(IC_POSTGRES_IMAGE) IC_BASE_IMAGE=$(BASE_IMAGE) TESTCONTAINERS_RYUK_DISABLED=true
+# The e2e suite also needs the images it tests.
+E2E_ENV = $(TEST_ENV) IC_GATEWAY_IMAGE=$(GATEWAY_IMAGE) IC_AGENT_IMAGE=$(AGENT_IMAGE)
 
 # `docker compose` (v2 plugin) when it works, else the v1 `docker-compose` tool.
 COMPOSE ?= $(shell if docker compose version >/dev/null 2>&1; then echo 'docker compose'; \
 	elif command -v docker-compose >/dev/null 2>&1; then echo docker-compose; fi)
-COMPOSE_FILE := compose/docker-compose.yml
 
 # The packages whose tests use the Postgres harness (directly or through a helper).
 # Computed by the targets that need it, never at parse time.
@@ -83,7 +92,8 @@ help: ## list the targets (default)
 	@echo
 	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_.-]+:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo
-	@echo "variables: OFFLINE=auto|1|0  GOTESTFLAGS=  FUZZ=$(FUZZ)  FUZZTIME=$(FUZZTIME)  BENCH=$(BENCH)  BENCHTIME=$(BENCHTIME)  FORCE=1 (images-offline)"
+	@echo "variables: OFFLINE=auto|1|0  GOTESTFLAGS=  FUZZ=$(FUZZ)  FUZZTIME=$(FUZZTIME)  BENCH=$(BENCH)  BENCHTIME=$(BENCHTIME)  FORCE=1 (images)"
+	@echo "           GATEWAY_IMAGE=$(GATEWAY_IMAGE)  AGENT_IMAGE=$(AGENT_IMAGE)  PREBUILT=1|0  COMPOSE=$(COMPOSE)  ID= (approve, deny)"
 
 .PHONY: build
 build: ## build every command that exists into build/bin/ (static, CGO_ENABLED=0)
@@ -126,7 +136,7 @@ test-integration: postgres-image ## tests of the packages that use the Postgres 
 .PHONY: test-e2e
 test-e2e: ## the end-to-end suite against the real images (builds them first; never cached)
 	@$(MAKE) images OFFLINE=$(offline); \
-	$(TEST_ENV) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
+	$(E2E_ENV) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
 
 .PHONY: fuzz
 fuzz: ## run every fuzzer (or those matching FUZZ=regexp) for FUZZTIME (default 10s), one at a time
@@ -158,25 +168,53 @@ postgres-image: images-mode ## make the Postgres image for the integration tests
 	else docker image inspect $(IC_POSTGRES_IMAGE) >/dev/null 2>&1 || docker pull $(IC_POSTGRES_IMAGE); fi
 
 .PHONY: images
-images: postgres-image ## every image the stack and e2e need (base + Postgres now; gateway/agent with issue 8)
+images: postgres-image ## every image the stack and e2e need: Postgres, gateway and agent (cached; FORCE=1 rebuilds all)
 	@if [ "$(offline)" != 1 ]; then docker image inspect $(BASE_IMAGE) >/dev/null 2>&1 || docker pull $(BASE_IMAGE); fi
-	@echo "images: gateway and agent images are not written yet (issue 8)"
+	@if [ "$(PREBUILT)" = 1 ]; then $(MAKE) build CMD_PKGS="$(IMAGE_CMD_PKGS)"; fi
+	@BASE_IMAGE=$(BASE_IMAGE) PREBUILT=$(PREBUILT) GATEWAY_IMAGE=$(GATEWAY_IMAGE) AGENT_IMAGE=$(AGENT_IMAGE) \
+		images/build.sh all
+
+# The Compose stack (compose/): the Makefile's image choice, and the detected COMPOSE.
+STACK = COMPOSE="$(COMPOSE)" IC_GATEWAY_IMAGE=$(GATEWAY_IMAGE) IC_AGENT_IMAGE=$(AGENT_IMAGE) \
+	IC_POSTGRES_IMAGE=$(IC_POSTGRES_IMAGE) compose/stack.sh
+
+.PHONY: compose-check
+compose-check:
+	@if [ -z "$(COMPOSE)" ]; then echo "neither 'docker compose' nor 'docker-compose' works: install one (COMPOSE=... to choose)" >&2; exit 1; fi
 
 .PHONY: up
-up: ## start the Compose topology (not there yet: issue 8)
-	@if [ ! -f $(COMPOSE_FILE) ]; then \
-		echo "make up: $(COMPOSE_FILE) does not exist yet (issue 8). Today: make test." >&2; exit 1; \
-	fi; \
-	if [ -z "$(COMPOSE)" ]; then echo "make up: neither 'docker compose' nor 'docker-compose' works" >&2; exit 1; fi
+up: compose-check ## start the stack (postgres, migrate, gateway) and the offline demo agent; print its escalation
+	@compose/stack.sh env
 	@$(MAKE) images
-	BASE_IMAGE=$(BASE_IMAGE) POSTGRES_IMAGE=$(IC_POSTGRES_IMAGE) $(COMPOSE) -f $(COMPOSE_FILE) up -d
+	@$(STACK) up
+
+.PHONY: demo
+demo: up ## make up, then approve the demo's escalation, wait for the agent and show its output and audit trail
+	@$(STACK) demo
 
 .PHONY: down
-down: ## stop the Compose topology (not there yet: issue 8)
-	@if [ ! -f $(COMPOSE_FILE) ]; then \
-		echo "make down: $(COMPOSE_FILE) does not exist yet (issue 8)." >&2; exit 1; \
-	fi
-	$(COMPOSE) -f $(COMPOSE_FILE) down
+down: compose-check ## stop the stack and remove its containers and networks (VOLUMES=1: its data too)
+	@$(STACK) down
+
+.PHONY: escalations
+escalations: compose-check ## list escalations of the running stack (ARGS="--status all" for every one)
+	@$(STACK) escalations $(or $(ARGS),--status pending)
+
+.PHONY: approve
+approve: compose-check ## approve escalation ID=<id> as the operator (REASON="..." optional)
+	@$(STACK) approve "$(ID)" $(if $(REASON),--reason "$(REASON)")
+
+.PHONY: deny
+deny: compose-check ## deny escalation ID=<id> as the operator (REASON="..." optional)
+	@$(STACK) deny "$(ID)" $(if $(REASON),--reason "$(REASON)")
+
+.PHONY: logs
+logs: compose-check ## follow a service's logs (SERVICE=agent|gateway|postgres|migrate, default agent)
+	@$(STACK) logs $(or $(SERVICE),agent)
+
+.PHONY: audit
+audit: compose-check ## the audit trail of the demo session (tool calls with decisions and outcomes)
+	@$(STACK) audit
 
 .PHONY: clean
 clean: ## remove build/ and test containers, networks and volumes whose test process is gone (images stay)

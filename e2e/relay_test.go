@@ -119,16 +119,27 @@ func TestRelayAndKeys(t *testing.T) {
 	})
 
 	t.Run("no key in the agent container's filesystem", func(t *testing.T) {
-		files, found, err := s.ScanFilesystem(ctx, s.Agent, s.Secrets.Named())
+		// One pass over the export: the secrets, plus a value the image
+		// itself holds (its passwd entry) to prove the export was read
+		// through. The agent image is deliberately tiny (FROM scratch).
+		const control = "control: the image's passwd entry"
+		scan := s.Secrets.Named()
+		scan[control] = "ironcurtain:x:10001:"
+		files, found, err := s.ScanFilesystem(ctx, s.Agent, scan)
 		if err != nil {
 			t.Fatal(err)
 		}
+		sawControl := false
 		for _, f := range found {
+			if f.Secret == control {
+				sawControl = true
+				continue
+			}
 			t.Errorf("the agent container's %s holds %s", f.Path, f.Secret)
 		}
 		t.Logf("scanned %d files of the agent container", files)
-		if files < 100 {
-			t.Errorf("only %d files scanned: the export looks wrong", files)
+		if files < 5 || !sawControl {
+			t.Errorf("%d files scanned and the image's own passwd entry not found: the export looks wrong", files)
 		}
 		// Control: the same scan finds a secret where one is (the gateway
 		// holds the agent tokens in files).

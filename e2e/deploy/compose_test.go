@@ -1,0 +1,489 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+const (
+	composeFile    = "compose/docker-compose.yml"
+	composeGateway = "compose/gateway.yaml"
+	composeEnv     = "compose/.env.example"
+	// composeProject is the project name the Makefile (compose/stack.sh) uses.
+	composeProject = "ironcurtain"
+)
+
+// The compose model: only what the invariants need. Fields Compose accepts
+// in two syntaxes (list or map) are decoded by hand.
+type composeSpec struct {
+	Services map[string]composeService `yaml:"services"`
+	Networks map[string]composeNetwork `yaml:"networks"`
+}
+
+type composeService struct {
+	Image       string    `yaml:"image"`
+	PullPolicy  string    `yaml:"pull_policy"`
+	Command     yaml.Node `yaml:"command"`
+	Entrypoint  yaml.Node `yaml:"entrypoint"`
+	Environment yaml.Node `yaml:"environment"`
+	EnvFile     yaml.Node `yaml:"env_file"`
+	Secrets     yaml.Node `yaml:"secrets"`
+	Networks    yaml.Node `yaml:"networks"`
+	Ports       []any     `yaml:"ports"`
+	Expose      []any     `yaml:"expose"`
+	Volumes     []any     `yaml:"volumes"`
+	NetworkMode string    `yaml:"network_mode"`
+	Pid         string    `yaml:"pid"`
+	Ipc         string    `yaml:"ipc"`
+	Privileged  bool      `yaml:"privileged"`
+	CapAdd      []string  `yaml:"cap_add"`
+	ReadOnly    bool      `yaml:"read_only"`
+}
+
+type composeNetwork struct {
+	Name     string `yaml:"name"`
+	Internal bool   `yaml:"internal"`
+	External bool   `yaml:"external"`
+}
+
+// dockerName is the network's name in Docker.
+func (n composeNetwork) dockerName(key string) string {
+	if n.Name != "" {
+		return n.Name
+	}
+	return composeProject + "_" + key
+}
+
+// attachment is a service's membership of one network.
+type attachment struct {
+	Aliases []string `yaml:"aliases"`
+}
+
+func (s composeService) networks(t *testing.T) map[string]attachment {
+	t.Helper()
+	out := map[string]attachment{}
+	switch s.Networks.Kind {
+	case 0:
+		out["default"] = attachment{}
+	case yaml.SequenceNode:
+		var names []string
+		if err := s.Networks.Decode(&names); err != nil {
+			t.Fatalf("networks: %v", err)
+		}
+		for _, n := range names {
+			out[n] = attachment{}
+		}
+	case yaml.MappingNode:
+		var m map[string]*attachment
+		if err := s.Networks.Decode(&m); err != nil {
+			t.Fatalf("networks: %v", err)
+		}
+		for k, v := range m {
+			if v == nil {
+				v = &attachment{}
+			}
+			out[k] = *v
+		}
+	}
+	return out
+}
+
+func (s composeService) environment(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	switch s.Environment.Kind {
+	case 0:
+	case yaml.SequenceNode:
+		var kvs []string
+		if err := s.Environment.Decode(&kvs); err != nil {
+			t.Fatalf("environment: %v", err)
+		}
+		for _, kv := range kvs {
+			k, v, _ := strings.Cut(kv, "=")
+			out[k] = v
+		}
+	case yaml.MappingNode:
+		var m map[string]*string
+		if err := s.Environment.Decode(&m); err != nil {
+			t.Fatalf("environment: %v", err)
+		}
+		for k, v := range m {
+			if v != nil {
+				out[k] = *v
+			} else {
+				out[k] = "" // taken from the host environment
+			}
+		}
+	}
+	return out
+}
+
+// nodeText renders a node back to YAML (for scanning references).
+func nodeText(n yaml.Node) string {
+	if n.Kind == 0 {
+		return ""
+	}
+	b, _ := yaml.Marshal(&n)
+	return string(b)
+}
+
+func loadCompose(t *testing.T) composeSpec {
+	t.Helper()
+	var c composeSpec
+	decodeYAML(t, composeFile, &c)
+	for _, name := range []string{"postgres", "migrate", "gateway", "agent"} {
+		if _, ok := c.Services[name]; !ok {
+			t.Fatalf("%s: service %q is missing", composeFile, name)
+		}
+	}
+	return c
+}
+
+func TestComposeNetworkIsolation(t *testing.T) {
+	c := loadCompose(t)
+	nets := func(svc string) []string {
+		var out []string
+		for n := range c.Services[svc].networks(t) {
+			out = append(out, n)
+		}
+		sort.Strings(out)
+		return out
+	}
+	internal := func(n string) bool { return c.Networks[n].Internal }
+
+	tests := []struct {
+		name  string
+		check func() error
+	}{
+		{name: "the agent is on agent_net only", check: func() error {
+			if got := nets("agent"); len(got) != 1 || got[0] != "agent_net" {
+				return fmt.Errorf("agent networks %v, want [agent_net]", got)
+			}
+			return nil
+		}},
+		{name: "agent_net has no route out", check: func() error {
+			if !internal("agent_net") {
+				return fmt.Errorf("networks.agent_net.internal is not true")
+			}
+			return nil
+		}},
+		{name: "only the agent and the gateway are on agent_net", check: func() error {
+			for svc := range c.Services {
+				if svc != "agent" && svc != "gateway" && contains(nets(svc), "agent_net") {
+					return fmt.Errorf("service %s is on agent_net", svc)
+				}
+			}
+			return nil
+		}},
+		{name: "Postgres shares no network with the agent", check: func() error {
+			for _, n := range nets("postgres") {
+				if contains(nets("agent"), n) {
+					return fmt.Errorf("postgres and the agent share %s", n)
+				}
+				if !internal(n) {
+					return fmt.Errorf("postgres is on %s, which is not internal", n)
+				}
+			}
+			return nil
+		}},
+		{name: "migrate is on the database network only", check: func() error {
+			if got := nets("migrate"); len(got) != 1 || got[0] != "db_net" {
+				return fmt.Errorf("migrate networks %v, want [db_net]", got)
+			}
+			return nil
+		}},
+		{name: "the gateway joins all four networks", check: func() error {
+			if got := nets("gateway"); strings.Join(got, ",") != "agent_net,db_net,egress_net,ops_net" {
+				return fmt.Errorf("gateway networks %v", got)
+			}
+			return nil
+		}},
+		{name: "no service shares the host's namespaces or is privileged", check: func() error {
+			for name, s := range c.Services {
+				if s.NetworkMode != "" || s.Pid != "" || s.Ipc != "" || s.Privileged || len(s.CapAdd) > 0 {
+					return fmt.Errorf("service %s sets network_mode/pid/ipc/privileged/cap_add", name)
+				}
+			}
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.check(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestComposeOnlyOpsPortOnLoopback(t *testing.T) {
+	c := loadCompose(t)
+	_, _, ops := loadListeners(t, composeGateway)
+	for name, s := range c.Services {
+		if name != "gateway" && (len(s.Ports) > 0 || len(s.Expose) > 0) {
+			t.Errorf("service %s publishes or exposes ports %v %v", name, s.Ports, s.Expose)
+		}
+	}
+	ports := c.Services["gateway"].Ports
+	if len(ports) != 1 {
+		t.Fatalf("gateway publishes %d ports, want exactly one (the ops API)", len(ports))
+	}
+	short, ok := ports[0].(string)
+	if !ok {
+		t.Fatalf("gateway port %v: use the short syntax HOST_IP:HOST_PORT:CONTAINER_PORT", ports[0])
+	}
+	// HOST_IP:HOST_PORT:CONTAINER_PORT; the host port may be a ${VAR:-default}.
+	m := regexp.MustCompile(`^(\d+\.\d+\.\d+\.\d+):(\$\{[^}]*\}|\d+):(\d+)(/tcp)?$`).FindStringSubmatch(short)
+	if m == nil {
+		t.Fatalf("gateway port %q does not name a host IP", short)
+	}
+	if m[1] != "127.0.0.1" {
+		t.Errorf("the ops port is published on %s, want 127.0.0.1 only", m[1])
+	}
+	if m[3] != fmt.Sprint(ops.Port) {
+		t.Errorf("the published container port %s is not the ops port %d of %s", m[3], ops.Port, composeGateway)
+	}
+}
+
+// TestComposePublishedPortLandsOnOpsNet: Docker publishes a container's
+// ports (and routes its traffic) through one network, the first
+// non-internal one by name. The ops API listens only on the ops_net
+// address, so ops_net must be that network or the published port leads
+// nowhere.
+func TestComposePublishedPortLandsOnOpsNet(t *testing.T) {
+	c := loadCompose(t)
+	type named struct{ key, docker string }
+	var candidates []named
+	for key := range c.Services["gateway"].networks(t) {
+		n, ok := c.Networks[key]
+		if !ok {
+			t.Fatalf("the gateway's network %s is not declared", key)
+		}
+		if !n.Internal {
+			candidates = append(candidates, named{key, n.dockerName(key)})
+		}
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].docker < candidates[j].docker })
+	if len(candidates) == 0 || candidates[0].key != "ops_net" {
+		t.Errorf("the gateway's first non-internal network by Docker name is %v, want ops_net (names: %v)", candidates[0], candidates)
+	}
+	for key, n := range c.Networks {
+		if n.External {
+			t.Errorf("network %s is external: the stack must create its own networks", key)
+		}
+	}
+}
+
+// TestComposeListenersBoundPerNetwork: each gateway listener is bound to an
+// alias the gateway has on exactly one network, so the agent's network
+// cannot even connect to the ops port.
+func TestComposeListenersBoundPerNetwork(t *testing.T) {
+	c := loadCompose(t)
+	gwNets := c.Services["gateway"].networks(t)
+	agent, egress, ops := loadListeners(t, composeGateway)
+	tests := []struct {
+		name     string
+		listener hostPort
+		network  string
+	}{
+		{name: "agent API on agent_net", listener: agent, network: "agent_net"},
+		{name: "egress proxy on agent_net", listener: egress, network: "agent_net"},
+		{name: "ops API on ops_net", listener: ops, network: "ops_net"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if isWildcard(tt.listener.Host) || tt.listener.Host == "gateway" {
+				t.Fatalf("listener %s:%d is reachable from every network of the gateway", tt.listener.Host, tt.listener.Port)
+			}
+			var on []string
+			for n, a := range gwNets {
+				if contains(a.Aliases, tt.listener.Host) {
+					on = append(on, n)
+				}
+			}
+			if len(on) != 1 || on[0] != tt.network {
+				t.Errorf("alias %q is on %v, want only %s", tt.listener.Host, on, tt.network)
+			}
+			for svc, s := range c.Services {
+				if svc == "gateway" {
+					continue
+				}
+				for n, a := range s.networks(t) {
+					if contains(a.Aliases, tt.listener.Host) {
+						t.Errorf("service %s also has the alias %q (on %s)", svc, tt.listener.Host, n)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestComposeAgentHoldsNoSecrets(t *testing.T) {
+	c := loadCompose(t)
+	a := c.Services["agent"]
+	if a.EnvFile.Kind != 0 {
+		t.Errorf("the agent has an env_file: it would receive every variable of that file")
+	}
+	if a.Secrets.Kind != 0 {
+		t.Errorf("the agent mounts Compose secrets")
+	}
+	allowedVars := []string{"IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_MODEL", "IRONCURTAIN_TASK"}
+	allowedKeys := []string{"IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_MODEL", "IRONCURTAIN_MCP_URL",
+		"IRONCURTAIN_MODEL_BASE_URL", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY",
+		"IRONCURTAIN_MAX_STEPS", "IRONCURTAIN_MAX_WALL", "IRONCURTAIN_MAX_TOKENS"}
+	for k, v := range a.environment(t) {
+		if !contains(allowedKeys, k) {
+			t.Errorf("agent environment %s is not one the runner needs", k)
+		}
+		if credentialNames.MatchString(k) {
+			t.Errorf("agent environment %s looks like a credential", k)
+		}
+		for _, ref := range varRefs(v) {
+			if !contains(allowedVars, ref) {
+				t.Errorf("agent environment %s interpolates ${%s}", k, ref)
+			}
+		}
+	}
+	for _, part := range []string{nodeText(a.Command), nodeText(a.Entrypoint)} {
+		for _, ref := range varRefs(part) {
+			if !contains(allowedVars, ref) {
+				t.Errorf("the agent's command interpolates ${%s}", ref)
+			}
+		}
+	}
+	for _, v := range a.Volumes {
+		s, ok := v.(string)
+		if !ok {
+			t.Errorf("agent volume %v: use the short syntax", v)
+			continue
+		}
+		parts := strings.Split(s, ":")
+		if len(parts) != 3 || parts[0] != "workspace" || parts[1] != "/workspace" || parts[2] != "ro" {
+			t.Errorf("agent volume %q: only workspace:/workspace:ro is allowed (it acts through the gateway)", s)
+		}
+	}
+	if !a.ReadOnly {
+		t.Errorf("the agent's root filesystem is not read_only")
+	}
+}
+
+func TestComposeAgentReachesTheGateway(t *testing.T) {
+	c := loadCompose(t)
+	env := c.Services["agent"].environment(t)
+	agentAPI, egress, _ := loadListeners(t, composeGateway)
+	// "gateway" is the gateway's service name, which resolves on agent_net
+	// (the agent's only network) to the address the listeners are bound to.
+	tests := []struct {
+		key, path string
+		port      int
+	}{
+		{key: "IRONCURTAIN_MCP_URL", path: "/mcp", port: agentAPI.Port},
+		{key: "IRONCURTAIN_MODEL_BASE_URL", path: "/llm", port: agentAPI.Port},
+		{key: "HTTPS_PROXY", port: egress.Port},
+		{key: "HTTP_PROXY", port: egress.Port},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			v, ok := env[tt.key]
+			if !ok {
+				t.Fatalf("the agent has no %s", tt.key)
+			}
+			hp, path := urlHostPort(t, tt.key, v)
+			if hp.Host != "gateway" || hp.Port != tt.port {
+				t.Errorf("%s = %q: want gateway:%d", tt.key, v, tt.port)
+			}
+			if tt.path != "" && path != tt.path {
+				t.Errorf("%s path %q, want %q", tt.key, path, tt.path)
+			}
+		})
+	}
+}
+
+func TestComposeAppImagesAreNeverPulled(t *testing.T) {
+	c := loadCompose(t)
+	for _, name := range []string{"migrate", "gateway", "agent"} {
+		if p := c.Services[name].PullPolicy; p != "never" {
+			t.Errorf("service %s: pull_policy %q, want never (the image is built by make images; a registry copy could be anyone's)", name, p)
+		}
+	}
+}
+
+// TestComposeEnvExampleDocumentsEveryVariable: every ${VAR} of the Compose
+// file is in .env.example, with a comment above it.
+func TestComposeEnvExampleDocumentsEveryVariable(t *testing.T) {
+	example := lines(readFile(t, composeEnv))
+	defined := map[string]bool{}
+	documented := map[string]bool{}
+	assign := regexp.MustCompile(`^#?\s?([A-Z_][A-Z0-9_]*)=`)
+	for i, l := range example {
+		m := assign.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		defined[m[1]] = true
+		// A comment above it, or above the block of assignments it is in.
+		j := i - 1
+		for j >= 0 && assign.MatchString(example[j]) && !strings.HasPrefix(example[j], "#") {
+			j--
+		}
+		if j >= 0 && strings.HasPrefix(example[j], "#") {
+			documented[m[1]] = true
+		}
+	}
+	refs := varRefs(string(readFile(t, composeFile)))
+	if len(refs) == 0 {
+		t.Fatal("no ${VAR} in the Compose file: the check would prove nothing")
+	}
+	for _, v := range refs {
+		if !defined[v] {
+			t.Errorf("%s uses ${%s}, which %s does not list", composeFile, v, composeEnv)
+		} else if !documented[v] {
+			t.Errorf("%s: %s has no comment", composeEnv, v)
+		}
+	}
+	// The generated secrets are empty in the example (make up fills them).
+	for _, l := range example {
+		for _, secret := range []string{"POSTGRES_PASSWORD", "IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_OPERATOR_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN"} {
+			if strings.HasPrefix(l, secret+"=") && l != secret+"=" {
+				t.Errorf("%s carries a value for %s", composeEnv, secret)
+			}
+		}
+	}
+}
+
+// TestComposeConfigAccepted runs `config` of the Compose tool this machine
+// has (docker compose v2 or docker-compose v1), so that both accept the file.
+func TestComposeConfigAccepted(t *testing.T) {
+	var tool []string
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		tool = []string{"docker", "compose"}
+	} else if p, err := exec.LookPath("docker-compose"); err == nil {
+		tool = []string{p}
+	} else {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("neither docker compose nor docker-compose is installed (CI=true: make up needs one)")
+		}
+		t.Skip("neither docker compose nor docker-compose is installed")
+	}
+	env := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(env, []byte("POSTGRES_PASSWORD=p\nIRONCURTAIN_AGENT_TOKEN=a\nIRONCURTAIN_OPERATOR_TOKEN=o\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(tool[1:], "-p", composeProject, "--env-file", env, "-f", repoPath(composeFile), "config", "-q")
+	out, err := exec.CommandContext(ctx, tool[0], args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s config: %v\n%s", strings.Join(tool, " "), err, out)
+	}
+}
