@@ -276,10 +276,14 @@ func (s *Stack) createWorkspace(ctx context.Context) error {
 	_, err = s.oneShot(ctx, s.opts.BaseImage, "workspace-init", []string{"-c", "chown 10001:10001 /workspace && chmod 0755 /workspace"},
 		testcontainers.WithEntrypoint("sh"),
 		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, workspace)),
-		testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0" }),
+		testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0"; c.Healthcheck = noHealthcheck }),
 		network.WithNetwork(nil, s.dbNet))
 	return err
 }
+
+// noHealthcheck turns off the image's healthcheck in fixture containers
+// made from the gateway image.
+var noHealthcheck = &container.HealthConfig{Test: []string{"NONE"}}
 
 // oneShot runs a container to completion and returns its logs; a non-zero
 // exit is an error that includes them.
@@ -340,6 +344,7 @@ func (s *Stack) databaseURL() string {
 func (s *Stack) migrate(ctx context.Context) error {
 	logs, err := s.oneShot(ctx, s.opts.GatewayImage, "migrate", []string{"migrate", "up"},
 		testcontainers.WithEntrypoint("ironcurtain"),
+		testcontainers.WithConfigModifier(func(c *container.Config) { c.Healthcheck = noHealthcheck }),
 		network.WithNetwork(nil, s.dbNet),
 		testcontainers.WithEnv(map[string]string{"IRONCURTAIN_DATABASE_URL": s.databaseURL()}))
 	if err == nil {
@@ -366,8 +371,9 @@ func (s *Stack) startInternet(ctx context.Context) error {
 		testcontainers.WithName(s.name("internet")),
 		testcontainers.WithLabels(s.labels),
 		network.WithNetwork(names, s.egressNet),
-		// Root: it listens on 443 and 80 like the real thing.
-		testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0" }),
+		// Root: it listens on 443 and 80 like the real thing. The image's
+		// healthcheck is the gateway's, not ours.
+		testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0"; c.Healthcheck = noHealthcheck }),
 		testcontainers.WithEntrypoint("/srv/e2e/ic-e2e-internet"),
 		testcontainers.WithEnv(map[string]string{
 			"E2E_MODEL_KEY": s.Secrets.ModelKey,
