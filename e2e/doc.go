@@ -20,7 +20,8 @@
 //   - TestRestartWithPendingEscalation: a pending escalation survives a
 //     gateway restart and its approval is honoured;
 //   - TestPostgresOutage: with Postgres down every call is refused clearly
-//     and nothing runs unaudited; calls work again when it returns.
+//     and nothing runs unaudited; calls work again when it returns;
+//   - TestAuditChainsIntact (last): every session's hash chain verifies.
 //
 // Run it with `make test-e2e` (builds the images first). The scenarios
 // share one topology and run one after the other. Without Docker the tests

@@ -167,3 +167,20 @@ func TestRestartWithPendingEscalation(t *testing.T) {
 		verifyChain(t, ctx, s, session, 6)
 	})
 }
+
+// TestAuditChainsIntact runs last (it is the last test in file order): after
+// every scenario, restarts and outages included, `ironcurtain audit verify`
+// over all sessions (the unauthenticated "" session of refused proxy
+// clients too) reports every chain intact.
+func TestAuditChainsIntact(t *testing.T) {
+	s := topology(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	r, err := s.ExecGateway(ctx, "ironcurtain", "audit", "verify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ironcurtain audit verify:\n%s", r.Stdout)
+	if r.Code != 0 || !strings.Contains(r.Stdout, " 0 broken") {
+		t.Fatalf("audit verify over all sessions: %s", r)
+	}
+}
