@@ -38,8 +38,11 @@ BENCHTIME ?= 200ms
 # run at most once, and only by targets that need images); OFFLINE=1 forces them;
 # OFFLINE=0 uses the standard images.
 OFFLINE ?= auto
-OFFLINE_BASE_IMAGE := ironcurtain/base-offline:bookworm
-OFFLINE_POSTGRES_IMAGE := ironcurtain/postgres-offline:15
+# Tags of the offline images (other tags: e.g. to time a build from scratch without
+# removing the images other runs use).
+OFFLINE_BASE_IMAGE ?= ironcurtain/base-offline:bookworm
+OFFLINE_POSTGRES_IMAGE ?= ironcurtain/postgres-offline:15
+OFFLINE_BUILD = OFFLINE_BASE_IMAGE=$(OFFLINE_BASE_IMAGE) OFFLINE_POSTGRES_IMAGE=$(OFFLINE_POSTGRES_IMAGE) images/offline/build.sh
 STANDARD_BASE_IMAGE := debian:bookworm-slim
 STANDARD_POSTGRES_IMAGE := postgres:16
 
@@ -160,11 +163,11 @@ images-mode: ## say which images this machine uses (offline or standard) and why
 
 .PHONY: images-offline
 images-offline: ## build the offline base and Postgres images from Debian packages (cached; FORCE=1 rebuilds)
-	@images/offline/build.sh all
+	@$(OFFLINE_BUILD) all
 
 .PHONY: postgres-image
 postgres-image: images-mode ## make the Postgres image for the integration tests available
-	@if [ "$(offline)" = 1 ]; then images/offline/build.sh all; \
+	@if [ "$(offline)" = 1 ]; then $(OFFLINE_BUILD) all; \
 	else docker image inspect $(IC_POSTGRES_IMAGE) >/dev/null 2>&1 || docker pull $(IC_POSTGRES_IMAGE); fi
 
 .PHONY: images
@@ -235,5 +238,5 @@ clean: ## remove build/ and test containers, networks and volumes whose test pro
 	done
 
 .PHONY: clean-images
-clean-images: ## remove the offline images (the next build makes them again, ~2 min on an idle machine)
-	-docker image rm $(OFFLINE_POSTGRES_IMAGE) $(OFFLINE_BASE_IMAGE)
+clean-images: ## remove the images make builds: gateway, agent, offline Postgres and base (rebuilt by the next make images)
+	-docker image rm $(GATEWAY_IMAGE) $(AGENT_IMAGE) $(OFFLINE_POSTGRES_IMAGE) $(OFFLINE_BASE_IMAGE)

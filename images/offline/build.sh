@@ -15,7 +15,8 @@
 # --force (or FORCE=1) rebuilds anyway, e.g. to pick up Debian security updates.
 #
 # Environment: DEBIAN_MIRROR (default http://deb.debian.org/debian),
-# DEBIAN_SECURITY_MIRROR (default http://deb.debian.org/debian-security).
+# DEBIAN_SECURITY_MIRROR (default http://deb.debian.org/debian-security),
+# OFFLINE_BASE_IMAGE and OFFLINE_POSTGRES_IMAGE (other tags than the two above).
 # Needs root (or password-less sudo) for debootstrap and a reachable Docker daemon.
 # Only the classic builder is used: no BuildKit, no registry, nothing is pulled.
 set -euo pipefail
@@ -23,8 +24,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 suite=bookworm
-base_tag=ironcurtain/base-offline:bookworm
-postgres_tag=ironcurtain/postgres-offline:15
+base_tag=${OFFLINE_BASE_IMAGE:-ironcurtain/base-offline:bookworm}
+postgres_tag=${OFFLINE_POSTGRES_IMAGE:-ironcurtain/postgres-offline:15}
 base_packages=git,openssh-client,ca-certificates
 app_uid=10001
 label=dev.ironcurtain.inputs-hash
