@@ -109,10 +109,23 @@ func BenchmarkEvaluateGitPushOrigin(b *testing.B) {
 }
 
 // BenchmarkEvaluateGitPushOriginCold: the same with the cache defeated, so
-// every evaluation runs git (config listing and remote get-url).
+// every evaluation finds the repository, checks its git directory and reads
+// its config natively (no git process).
 func BenchmarkEvaluateGitPushOriginCold(b *testing.B) {
 	e, tr, cfs := benchEngine(b, suite{Setup: pushSetup()})
 	e.resolver.noCache = true
+	r := Request{Server: "git", Tool: "push", Args: map[string]any{"path": tr.sandbox + "/app", "remote": "origin", "branch": "feature"}}
+	runBench(b, e, cfs, r, Allow)
+	if n := e.resolver.fallback.Load(); n != 0 {
+		b.Fatalf("%d resolutions fell back to git", n)
+	}
+}
+
+// BenchmarkEvaluateGitPushOriginColdGit: the cold path through the git
+// fallback (git config --list and git remote get-url), for comparison.
+func BenchmarkEvaluateGitPushOriginColdGit(b *testing.B) {
+	e, tr, cfs := benchEngine(b, suite{Setup: pushSetup()})
+	e.resolver.noCache, e.resolver.noNative = true, true
 	r := Request{Server: "git", Tool: "push", Args: map[string]any{"path": tr.sandbox + "/app", "remote": "origin", "branch": "feature"}}
 	runBench(b, e, cfs, r, Allow)
 }

@@ -47,16 +47,23 @@ type RemoteResolution struct {
 	Branch string
 }
 
-// GitResolver resolves named remotes by running hardened git (no shell, a
-// timeout, system and global config off) in repositories inside a sandbox,
-// refusing repositories whose config defines executable settings. It caches
-// results keyed by the files they depend on. It is safe for concurrent use.
+// GitResolver resolves named remotes of repositories inside a sandbox,
+// refusing repositories whose config defines executable settings. It reads
+// the repository's config natively (gitexec.NativeConfig) and computes the
+// remote's URLs as `git remote get-url` would (gitexec.RemoteURLs); whenever
+// the native reader is unsure it runs hardened git instead (no shell, a
+// timeout, system and global config off). It caches results keyed by the
+// files they depend on. It is safe for concurrent use.
 type GitResolver struct {
-	timeout time.Duration
-	run     func(ctx context.Context, o gitexec.Options, args ...string) (gitexec.Result, error)
-	now     func() time.Time
-	noCache bool         // tests and benchmarks of the cold path
-	stats   atomic.Int64 // fingerprint lstats (reported by benchmarks)
+	timeout  time.Duration
+	run      func(ctx context.Context, o gitexec.Options, args ...string) (gitexec.Result, error)
+	now      func() time.Time
+	noCache  bool         // tests and benchmarks of the cold path
+	noNative bool         // tests and benchmarks of the git fallback
+	stats    atomic.Int64 // fingerprint lstats (reported by benchmarks)
+	// native and fallback count the cold resolutions whose config was read
+	// by gitexec.NativeConfig and by running git.
+	native, fallback atomic.Int64
 
 	mu    sync.Mutex
 	cache map[resolveKey]*resolveEntry
@@ -214,15 +221,9 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 	files := []string{filepath.Join(repo.GitDir, "HEAD"), filepath.Join(repo.CommonDir, "config"),
 		filepath.Join(repo.GitDir, "config.worktree"), filepath.Join(repo.CommonDir, "config.worktree")}
 
-	out, err := g.run(ctx, o, "config", "--list", "-z", "--show-scope", "--no-includes")
-	var entries []gitexec.Entry
+	entries, native, err := g.readConfig(ctx, repo, o)
 	if err != nil {
-		var ge *gitexec.Error
-		if !errors.As(err, &ge) || ge.ExitCode != 1 || len(out.Stdout) != 0 {
-			return res, nil, fmt.Errorf("%w: reading the repository config: %w", ErrRemote, err)
-		}
-	} else if entries, err = gitexec.ParseConfigList(out.Stdout); err != nil {
-		return res, nil, fmt.Errorf("%w: %w", ErrRemote, err)
+		return res, nil, err
 	}
 	if findings := gitexec.CheckConfig(entries); len(findings) > 0 {
 		keys := make([]string, len(findings))
@@ -256,17 +257,23 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 	}
 	res.PushRefspecs = cfg.all("remote." + name + ".push")
 
-	args := []string{"remote", "get-url", "--all"}
-	if push {
-		args = append(args, "--push")
+	var urls []string
+	if native {
+		urls, err = gitexec.RemoteURLs(entries, name, push)
+		if errors.Is(err, gitexec.ErrUnsure) {
+			native = false // cannot happen after NativeConfig; git decides
+		} else if err != nil {
+			return res, nil, fmt.Errorf("%w: %q: %w", ErrRemote, name, err)
+		}
 	}
-	out, err = g.run(ctx, o, append(args, "--", name)...)
-	if err != nil {
-		return res, nil, fmt.Errorf("%w: %q: %w", ErrRemote, name, err)
+	if !native {
+		if urls, err = g.remoteGetURL(ctx, o, name, push); err != nil {
+			return res, nil, err
+		}
 	}
-	for _, line := range strings.Split(strings.TrimRight(string(out.Stdout), "\n"), "\n") {
+	for _, line := range urls {
 		if line == "" {
-			continue
+			continue // as git's output is read: an empty URL is no URL
 		}
 		u, err := ParseGitRemoteURL(line)
 		if err != nil {
@@ -278,6 +285,49 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 		return res, nil, fmt.Errorf("%w: remote %q has no URL", ErrRemote, name)
 	}
 	return res, files, nil
+}
+
+// readConfig returns the repository's config entries: natively when
+// gitexec.NativeConfig is sure (native true), else from
+// `git config --list -z --show-scope --no-includes`.
+func (g *GitResolver) readConfig(ctx context.Context, repo gitexec.Repo, o gitexec.Options) ([]gitexec.Entry, bool, error) {
+	if !g.noNative {
+		entries, err := gitexec.NativeConfig(repo, o)
+		if err == nil {
+			g.native.Add(1)
+			return entries, true, nil
+		}
+		// Whatever the native reader is unsure about (or fails on), git
+		// itself decides.
+	}
+	g.fallback.Add(1)
+	out, err := g.run(ctx, o, "config", "--list", "-z", "--show-scope", "--no-includes")
+	if err != nil {
+		var ge *gitexec.Error
+		if !errors.As(err, &ge) || ge.ExitCode != 1 || len(out.Stdout) != 0 {
+			return nil, false, fmt.Errorf("%w: reading the repository config: %w", ErrRemote, err)
+		}
+		return nil, false, nil
+	}
+	entries, err := gitexec.ParseConfigList(out.Stdout)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrRemote, err)
+	}
+	return entries, false, nil
+}
+
+// remoteGetURL runs `git remote get-url --all [--push] -- name` and returns
+// its lines.
+func (g *GitResolver) remoteGetURL(ctx context.Context, o gitexec.Options, name string, push bool) ([]string, error) {
+	args := []string{"remote", "get-url", "--all"}
+	if push {
+		args = append(args, "--push")
+	}
+	out, err := g.run(ctx, o, append(args, "--", name)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrRemote, name, err)
+	}
+	return strings.Split(strings.TrimRight(string(out.Stdout), "\n"), "\n"), nil
 }
 
 // currentBranch reads HEAD. With the files ref backend HEAD is a small file
@@ -295,14 +345,11 @@ func (g *GitResolver) currentBranch(ctx context.Context, o gitexec.Options, repo
 		}
 		return branchFromRef(strings.TrimSpace(string(out.Stdout)))
 	}
-	head := filepath.Join(repo.GitDir, "HEAD")
-	fi, err := os.Lstat(head)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 1024 {
+	// Never through a symbolic link, never a FIFO (opened without
+	// blocking), at most 1 KiB.
+	b, ok, err := gitexec.ReadRegularFile(filepath.Join(repo.GitDir, "HEAD"), 1024)
+	if err != nil || !ok {
 		return "", errors.New("HEAD is missing or not a regular file")
-	}
-	b, err := os.ReadFile(head)
-	if err != nil {
-		return "", fmt.Errorf("reading HEAD: %w", err)
 	}
 	s := string(bytes.TrimRight(b, "\n"))
 	if ref, ok := strings.CutPrefix(s, "ref: "); ok {

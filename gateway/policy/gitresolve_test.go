@@ -45,23 +45,33 @@ func TestGitResolverCache(t *testing.T) {
 		return res
 	}
 
-	t.Run("fresh files are never cached", func(t *testing.T) {
-		g, n := countingResolver(false)
-		resolve(g)
-		resolve(g)
-		if n.Load() != 4 {
-			t.Fatalf("git ran %d times, want 4 (no caching of racy entries)", n.Load())
-		}
-	})
+	// Both ways of reading the repository: natively (no git run) and
+	// through git (the fallback).
+	for _, mode := range []struct {
+		name     string
+		noNative bool
+		perCold  int64 // git runs per cold resolution
+	}{{name: "native", perCold: 0}, {name: "git", noNative: true, perCold: 2}} {
+		t.Run(mode.name+": fresh files are never cached", func(t *testing.T) {
+			g, n := countingResolver(false)
+			g.noNative = mode.noNative
+			resolve(g)
+			resolve(g)
+			if cold := g.native.Load() + g.fallback.Load(); cold != 2 || n.Load() != 2*mode.perCold {
+				t.Fatalf("%d cold resolutions and %d git runs, want 2 and %d (no caching of racy entries)", cold, n.Load(), 2*mode.perCold)
+			}
+		})
 
-	t.Run("old files are cached", func(t *testing.T) {
-		g, n := countingResolver(true)
-		resolve(g)
-		resolve(g)
-		if n.Load() != 2 {
-			t.Fatalf("git ran %d times, want 2", n.Load())
-		}
-	})
+		t.Run(mode.name+": old files are cached", func(t *testing.T) {
+			g, n := countingResolver(true)
+			g.noNative = mode.noNative
+			resolve(g)
+			resolve(g)
+			if cold := g.native.Load() + g.fallback.Load(); cold != 1 || n.Load() != mode.perCold {
+				t.Fatalf("%d cold resolutions and %d git runs, want 1 and %d", cold, n.Load(), mode.perCold)
+			}
+		})
+	}
 
 	tests := []struct {
 		name    string

@@ -39,34 +39,7 @@ func CheckGitDir(r Repo) error {
 			continue
 		}
 		walked[dir] = true
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			count++
-			if count > MaxGitDirEntries {
-				return fmt.Errorf("%w: more than %d entries to verify", ErrUnsafeGitDir, MaxGitDirEntries)
-			}
-			rel, _ := filepath.Rel(dir, p)
-			t := d.Type()
-			switch {
-			case t&fs.ModeSymlink != 0:
-				return fmt.Errorf("%w: %s is a symbolic link", ErrUnsafeGitDir, rel)
-			case t&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0:
-				return fmt.Errorf("%w: %s is not a regular file or directory", ErrUnsafeGitDir, rel)
-			case d.IsDir() && p != dir && tops[p]:
-				// A linked worktree's private directory inside the common
-				// directory: walked once.
-				return fs.SkipDir
-			}
-			if name := filepath.ToSlash(rel); name == "objects/info/alternates" || name == "objects/info/http-alternates" {
-				if fi, err := os.Lstat(p); err == nil && fi.Size() > 0 {
-					return fmt.Errorf("%w: %s borrows objects from another repository", ErrUnsafeGitDir, name)
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := checkTree(dir, tops, &count); err != nil {
 			if errors.Is(err, ErrUnsafeGitDir) {
 				return err
 			}
@@ -74,4 +47,46 @@ func CheckGitDir(r Repo) error {
 		}
 	}
 	return nil
+}
+
+// checkEntry applies CheckGitDir's rules to one entry of type t (the
+// fs.ModeType bits) at rel below the walked directory; path is its full
+// path (for the alternates size check).
+func checkEntry(path, rel string, t fs.FileMode, count *int) error {
+	*count++
+	if *count > MaxGitDirEntries {
+		return fmt.Errorf("%w: more than %d entries to verify", ErrUnsafeGitDir, MaxGitDirEntries)
+	}
+	switch {
+	case t&fs.ModeSymlink != 0:
+		return fmt.Errorf("%w: %s is a symbolic link", ErrUnsafeGitDir, rel)
+	case t&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice|fs.ModeIrregular) != 0:
+		return fmt.Errorf("%w: %s is not a regular file or directory", ErrUnsafeGitDir, rel)
+	}
+	if name := filepath.ToSlash(rel); name == "objects/info/alternates" || name == "objects/info/http-alternates" {
+		if fi, err := os.Lstat(path); err == nil && fi.Size() > 0 {
+			return fmt.Errorf("%w: %s borrows objects from another repository", ErrUnsafeGitDir, name)
+		}
+	}
+	return nil
+}
+
+// walkTree is the portable checkTree: filepath.WalkDir (which reads
+// directory entries only, no stat per file).
+func walkTree(dir string, tops map[string]bool, count *int) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if err := checkEntry(p, rel, d.Type(), count); err != nil {
+			return err
+		}
+		if d.IsDir() && p != dir && tops[p] {
+			// A linked worktree's private directory inside the common
+			// directory: walked once.
+			return fs.SkipDir
+		}
+		return nil
+	})
 }

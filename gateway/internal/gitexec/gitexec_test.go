@@ -13,7 +13,7 @@ import (
 
 // setupGit runs an unhardened git for test set-up only, isolated from the
 // developer's own configuration.
-func setupGit(t *testing.T, dir string, args ...string) string {
+func setupGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir

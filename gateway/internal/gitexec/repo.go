@@ -108,12 +108,18 @@ func repoAt(d string) (Repo, bool, error) {
 	if err != nil {
 		return Repo{}, false, err
 	}
-	gitDir, err = filepath.EvalSymlinks(gitDir)
-	if err != nil {
-		return Repo{}, false, fmt.Errorf("resolving git dir of %s: %w", d, err)
-	}
-	if gfi, err := os.Stat(gitDir); err != nil || !gfi.IsDir() {
-		return Repo{}, false, fmt.Errorf("%w: %s/.git does not lead to a directory", ErrNoRepo, d)
+	if fi.IsDir() {
+		// A real .git directory: its realpath is the work tree's plus
+		// "/.git" (no second walk through the components).
+		gitDir = filepath.Join(work, ".git")
+	} else {
+		gitDir, err = filepath.EvalSymlinks(gitDir)
+		if err != nil {
+			return Repo{}, false, fmt.Errorf("resolving git dir of %s: %w", d, err)
+		}
+		if gfi, err := os.Stat(gitDir); err != nil || !gfi.IsDir() {
+			return Repo{}, false, fmt.Errorf("%w: %s/.git does not lead to a directory", ErrNoRepo, d)
+		}
 	}
 	common := gitDir
 	if _, err := os.Lstat(filepath.Join(gitDir, "commondir")); err == nil {
