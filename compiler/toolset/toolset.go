@@ -7,7 +7,6 @@ package toolset
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 
@@ -161,14 +160,10 @@ func (ts Tools) Servers() []string {
 }
 
 // ResolveRoles returns the roles spec gives for args: the first when entry
-// whose condition holds, else the default (the engine's rule).
+// whose condition holds, else the default (the engine's own rule,
+// policy.ArgSpec.Resolve).
 func ResolveRoles(spec policy.ArgSpec, args map[string]any) []policy.Role {
-	for _, w := range spec.When {
-		if holds(w.Condition, args) {
-			return w.Roles
-		}
-	}
-	return spec.Default
+	return spec.Resolve(args)
 }
 
 // FallsBackToDefault reports whether args make every conditional spec of
@@ -185,7 +180,7 @@ func (t Tool) FallsBackToDefault(args map[string]any) (bool, string) {
 		conditional++
 		matched := false
 		for _, w := range a.Spec.When {
-			if holds(w.Condition, args) {
+			if w.Condition.Holds(args) {
 				matched = true
 				break
 			}
@@ -202,75 +197,4 @@ func (t Tool) FallsBackToDefault(args map[string]any) (bool, string) {
 		}
 	}
 	return conditional > 0 && fallbacks == conditional, strings.Join(details, "; ")
-}
-
-func holds(c policy.ArgCondition, args map[string]any) bool {
-	v, present := args[c.Arg]
-	switch {
-	case c.Equals != nil:
-		return present && strictEqual(v, c.Equals)
-	case c.In != nil:
-		if !present {
-			return false
-		}
-		for _, x := range c.In {
-			if strictEqual(v, x) {
-				return true
-			}
-		}
-		return false
-	}
-	switch c.Is {
-	case "present":
-		return present && v != nil
-	case "absent":
-		return !present || v == nil
-	case "truthy":
-		return present && truthy(v)
-	case "falsy":
-		return !present || !truthy(v)
-	}
-	return false
-}
-
-func toFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case int:
-		return float64(x), true
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	}
-	return 0, false
-}
-
-func strictEqual(a, b any) bool {
-	switch x := a.(type) {
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	}
-	fa, ok1 := toFloat(a)
-	fb, ok2 := toFloat(b)
-	return ok1 && ok2 && fa == fb
-}
-
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case string:
-		return x != ""
-	}
-	if f, ok := toFloat(v); ok {
-		return f != 0 && !math.IsNaN(f)
-	}
-	return true
 }

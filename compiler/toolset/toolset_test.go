@@ -98,11 +98,11 @@ func TestHoldsIsConditions(t *testing.T) {
 		{is: "bogus", args: map[string]any{"x": true}, want: false},
 	}
 	for _, tt := range tests {
-		if got := holds(policy.ArgCondition{Arg: "x", Is: tt.is}, tt.args); got != tt.want {
+		if got := (policy.ArgCondition{Arg: "x", Is: tt.is}).Holds(tt.args); got != tt.want {
 			t.Errorf("%s %v = %v, want %v", tt.is, tt.args, got, tt.want)
 		}
 	}
-	if !holds(policy.ArgCondition{Arg: "n", Equals: 2.0}, map[string]any{"n": json.Number("2")}) {
+	if !(policy.ArgCondition{Arg: "n", Equals: 2.0}).Holds(map[string]any{"n": json.Number("2")}) {
 		t.Error("numbers of different Go types must compare by value")
 	}
 }

@@ -30,14 +30,7 @@ type resolvedRoles struct {
 func (t *tool) resolve(args map[string]any) resolvedRoles {
 	rr := resolvedRoles{perArg: make([]roleSet, len(t.ann.Args)), first: make([]Role, len(t.ann.Args))}
 	for i, a := range t.ann.Args {
-		roles := a.Spec.Default
-		for _, w := range a.Spec.When {
-			if w.Condition.holds(args) {
-				roles = w.Roles
-				break
-			}
-		}
-		for _, r := range roles {
+		for _, r := range a.Spec.Resolve(args) {
 			rr.perArg[i].add(r)
 			rr.all.add(r)
 			d := roleDef(r)
@@ -62,9 +55,26 @@ func (t *tool) resolve(args map[string]any) resolvedRoles {
 	return rr
 }
 
-// holds evaluates a condition like the original: equals is strict equality,
-// in is membership, is tests presence or JavaScript truthiness.
-func (c ArgCondition) holds(args map[string]any) bool {
+// Resolve returns the roles s gives a call with args: the roles of the
+// first When entry whose condition holds, else Default. This is the
+// engine's rule (the original's); the compiler uses it to reason about
+// conditional annotations.
+func (s ArgSpec) Resolve(args map[string]any) []Role {
+	for _, w := range s.When {
+		if w.Condition.Holds(args) {
+			return w.Roles
+		}
+	}
+	return s.Default
+}
+
+// Holds evaluates the condition against a call's arguments like the
+// original: Equals is strict equality (numbers compared as numbers, no
+// conversion between strings, numbers and booleans), In is membership by
+// the same equality, Is tests presence ("present": set and not null,
+// "absent") or JavaScript truthiness ("truthy", "falsy"; a missing
+// argument is falsy). An unknown Is never holds.
+func (c ArgCondition) Holds(args map[string]any) bool {
 	v, present := args[c.Arg]
 	switch {
 	case c.Equals != nil:
