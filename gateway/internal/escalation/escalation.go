@@ -1,6 +1,11 @@
 // Package escalation hands calls that policy escalates to a human and waits
 // for the answer. The Postgres-backed Escalator (PG, pg.go) survives restarts
 // and wakes waiters with LISTEN/NOTIFY; Deny refuses every escalation.
+//
+// An approval runs at most one call. When the call that waited for it is
+// gone (the gateway stopped while it waited), the identical retry of the
+// same session finds the escalation (Reuser, reuse.go): it waits on it while
+// it is pending, or runs once on its approval.
 package escalation
 
 import (
@@ -30,6 +35,19 @@ type Request struct {
 	// is durable before any operator can see the escalation. Empty: the
 	// Escalator chooses.
 	ID string
+
+	// Exact is the exact, unredacted call the decision was made on
+	// (canonical JSON, e.g. the agent's and the policy's arguments). It is
+	// never stored: the Escalator keeps a salted digest of it, so that an
+	// identical retry can find this escalation (Reuser). Empty: no retry
+	// may ever use this escalation.
+	Exact []byte
+
+	// Attach says that ID names an existing escalation of an identical
+	// earlier call, found with Reuser.Reusable, which this call waits on or
+	// runs on instead of opening a new one. The Escalator checks that the
+	// escalation is for the same session, server, tool and exact call.
+	Attach bool
 }
 
 // Result is the human's answer.
@@ -47,6 +65,19 @@ type Result struct {
 // An error means no decision was obtained: the caller must refuse the call.
 type Escalator interface {
 	Escalate(ctx context.Context, req Request) (Result, error)
+}
+
+// Reuser is implemented by Escalators that let a call use the escalation of
+// an identical earlier call whose waiter is gone (a retry after a gateway
+// restart). The MCP hub asks before it records its write-ahead decision, so
+// that the decision row names the escalation the call will wait on.
+type Reuser interface {
+	// Reusable returns the id of an escalation req may attach to (with
+	// Request.Attach), or "" when there is none: an escalation of the same
+	// session, server, tool and exact call (Request.Exact) that is pending,
+	// or approved, recent and not yet used by any call. A denied, expired or
+	// used escalation is never returned: the retry asks a human again.
+	Reusable(ctx context.Context, req Request) (string, error)
 }
 
 // ErrNoApprover is returned by Deny.

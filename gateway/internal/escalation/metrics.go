@@ -14,6 +14,8 @@ type metrics struct {
 	webhookSent        prometheus.Counter
 	webhookFailures    *prometheus.CounterVec // reason
 	listenerReconnects prometheus.Counter
+	reused             *prometheus.CounterVec // status (pending|approved) when attached
+	approvalRefused    *prometheus.CounterVec // reason (used|stale)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -47,11 +49,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ironcurtain_escalation_listener_reconnects_total",
 			Help: "Times the LISTEN connection for escalation decisions was re-established.",
 		}),
+		reused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_escalations_reused_total",
+			Help: "Identical retries that attached to an earlier call's escalation instead of opening one, by its status then: pending (waits on it) or approved (runs on it).",
+		}, []string{"status"}),
+		approvalRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_escalation_approvals_refused_total",
+			Help: "Calls refused an approval, by reason: used (it already ran another call) or stale (decided otherwise, or too old, before the call could use it).",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.opened, m.decided, m.pending, m.waitSeconds, m.webhookSent, m.webhookFailures, m.listenerReconnects} {
+	for _, c := range []prometheus.Collector{m.opened, m.decided, m.pending, m.waitSeconds, m.webhookSent, m.webhookFailures, m.listenerReconnects, m.reused, m.approvalRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering escalation metrics: %w", err)
 		}

@@ -60,6 +60,10 @@ type Config struct {
 	// SweepInterval is how often overdue pending rows are expired, so an
 	// escalation whose gateway died does not stay pending.
 	SweepInterval time.Duration
+	// ReuseWindow is how long after its approval an escalation whose own
+	// call never ran may still be used by an identical retry (default:
+	// Timeout). The escalation's own call is not bound by it.
+	ReuseWindow time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -75,6 +79,9 @@ func (c Config) withDefaults() Config {
 	if c.WebhookTimeout <= 0 {
 		c.WebhookTimeout = DefaultWebhookTimeout
 	}
+	if c.ReuseWindow <= 0 {
+		c.ReuseWindow = c.Timeout
+	}
 	return c
 }
 
@@ -86,7 +93,19 @@ var (
 	ErrInvalidRequest  = errors.New("invalid escalation request")
 	ErrInvalidDecision = errors.New("invalid decision")
 	ErrInvalidFilter   = errors.New("invalid filter")
+	// ErrApprovalUsed: the approval already ran another call (an approval
+	// runs at most one call).
+	ErrApprovalUsed = errors.New("the approval was already used by another call")
+	// ErrApprovalStale: the escalation a call attached to was decided
+	// otherwise (denied, expired, cancelled) before the call could attach,
+	// or its approval is older than Config.ReuseWindow.
+	ErrApprovalStale = errors.New("the escalation can no longer be used by this call")
 )
+
+// openTimeout bounds creating or finding the escalation row. That step is not
+// cut short when the caller gives up: the call's decision row already names
+// the escalation, so the row should exist.
+const openTimeout = 5 * time.Second
 
 // PG is the Postgres-backed Escalator: rows in escalations, waiters woken by
 // LISTEN/NOTIFY on any replica (one listening connection per gateway),
@@ -144,7 +163,9 @@ func NewPG(pool *pgxpool.Pool, cfg Config, reg prometheus.Registerer, log *slog.
 
 // Close stops the listener, the sweeper and the webhook sender. Waiting
 // Escalate calls return ErrShuttingDown; their rows stay pending (they
-// expire on schedule, or a retried call re-attaches by call id).
+// expire on schedule; a retry with the same call id re-attaches, and an
+// identical retry with a new call id finds them with Reusable). Close may
+// be called more than once.
 func (p *PG) Close() error {
 	p.closeOnce.Do(func() { close(p.closing) })
 	p.wg.Wait()
@@ -153,7 +174,10 @@ func (p *PG) Close() error {
 
 // Escalate implements Escalator. A call id that already has an escalation
 // re-attaches to it (a retry after a gateway restart) instead of opening a
-// second one.
+// second one; with Request.Attach the call waits on, or runs on, the
+// escalation of an identical earlier call (Reuser). An approved Result is
+// handed out once: the escalation records the call that runs on it, and any
+// other call gets ErrApprovalUsed.
 func (p *PG) Escalate(ctx context.Context, req Request) (Result, error) {
 	if err := validateRequest(&req); err != nil {
 		return Result{}, err
@@ -161,20 +185,41 @@ func (p *PG) Escalate(ctx context.Context, req Request) (Result, error) {
 	args := audit.Redact(req.Args)
 	digest := argsDigest(req.Server, req.Tool, args)
 
-	e, err := p.getByCallID(ctx, req.CallID)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		e, err = p.open(ctx, req, args, digest)
-		if err != nil {
-			return Result{}, err
-		}
-	case err != nil:
-		return Result{}, fmt.Errorf("escalating: %w", err)
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), openTimeout)
+	e, err := p.find(octx, req, args, digest)
+	cancel()
+	if err != nil {
+		return Result{}, err
 	}
-	if e.Status != StatusPending {
+	if e.Status == StatusPending {
+		res, err := p.wait(ctx, e)
+		if err != nil || !res.Approved {
+			return res, err
+		}
+	} else if e.Status != StatusApproved {
+		if req.Attach && e.CallID != req.CallID {
+			// Decided otherwise between Reusable and now: this retry did
+			// not wait for that answer; it asks again.
+			return Result{}, fmt.Errorf("escalation %s is %s: %w", e.ID, e.Status, ErrApprovalStale)
+		}
 		return e.result(), nil
 	}
-	return p.wait(ctx, e)
+	return p.consume(ctx, e.ID, req.CallID)
+}
+
+// find returns the escalation the call waits on: its own (by call id), the
+// one it attaches to, or a new one.
+func (p *PG) find(ctx context.Context, req Request, args []byte, digest string) (Escalation, error) {
+	e, err := p.getByCallID(ctx, req.CallID)
+	switch {
+	case err == nil:
+		return e, nil
+	case !errors.Is(err, ErrNotFound):
+		return Escalation{}, fmt.Errorf("escalating: %w", err)
+	case req.Attach:
+		return p.attach(ctx, req, digest)
+	}
+	return p.open(ctx, req, args, digest)
 }
 
 func validateRequest(req *Request) error {
@@ -189,6 +234,9 @@ func validateRequest(req *Request) error {
 	}
 	if req.ID != "" && len(req.ID) > 128 {
 		return fmt.Errorf("%w: id longer than 128 bytes", ErrInvalidRequest)
+	}
+	if req.Attach && (req.ID == "" || req.Kind != KindToolCall) {
+		return fmt.Errorf("%w: attaching needs the id of a tool call's escalation", ErrInvalidRequest)
 	}
 	return nil
 }
@@ -220,14 +268,14 @@ func (p *PG) open(ctx context.Context, req Request, args []byte, digest string) 
 	}
 	row := p.pool.QueryRow(ctx, `
 INSERT INTO escalations (id, call_id, session_id, kind, server, tool, args, args_digest, rule, reason, resource,
-                         status, expires_at, decided_at, decided_by, decision_reason)
+                         status, expires_at, decided_at, decided_by, decision_reason, exact_digest)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + make_interval(secs => $13::float8),
-        CASE WHEN $12 = 'pending' THEN NULL ELSE now() END, $14, $15)
+        CASE WHEN $12 = 'pending' THEN NULL ELSE now() END, $14, $15, $16)
 ON CONFLICT (call_id) DO NOTHING
 RETURNING `+escalationColumns,
 		id, req.CallID, audit.RedactString(req.SessionID), req.Kind, audit.RedactString(req.Server), audit.RedactString(req.Tool),
 		string(args), digest, audit.RedactString(req.Rule), audit.RedactString(req.Reason), audit.RedactString(req.Resource),
-		status, p.cfg.Timeout.Seconds(), by, why)
+		status, p.cfg.Timeout.Seconds(), by, why, newExactDigest(req))
 	e, err := scanEscalation(row)
 	if errors.Is(err, pgx.ErrNoRows) { // lost a race with another replica for this call id
 		return p.getByCallID(ctx, req.CallID)
@@ -363,6 +411,10 @@ type Escalation struct {
 	DecidedAt      *time.Time      `json:"decided_at,omitempty"`
 	DecidedBy      string          `json:"decided_by,omitempty"`
 	DecisionReason string          `json:"decision_reason,omitempty"`
+	// ConsumedByCallID is the tool call that ran on this approval: its own
+	// call, or an identical retry of it ("" while unused).
+	ConsumedByCallID string     `json:"consumed_by_call_id,omitempty"`
+	ConsumedAt       *time.Time `json:"consumed_at,omitempty"`
 }
 
 func (e Escalation) result() Result {
@@ -377,14 +429,19 @@ func (e Escalation) result() Result {
 }
 
 const escalationColumns = `id, call_id, session_id, kind, server, tool, args, rule, reason, resource, status,
-       created_at, expires_at, decided_at, decided_by, decision_reason`
+       created_at, expires_at, decided_at, decided_by, decision_reason, consumed_by_call_id, consumed_at`
 
-func scanEscalation(row pgx.Row) (Escalation, error) {
+func scanEscalation(row pgx.Row, extra ...any) (Escalation, error) {
 	var e Escalation
 	var args string
-	err := row.Scan(&e.ID, &e.CallID, &e.SessionID, &e.Kind, &e.Server, &e.Tool, &args, &e.Rule, &e.Reason, &e.Resource,
-		&e.Status, &e.CreatedAt, &e.ExpiresAt, &e.DecidedAt, &e.DecidedBy, &e.DecisionReason)
+	var consumedBy *string
+	dest := append([]any{&e.ID, &e.CallID, &e.SessionID, &e.Kind, &e.Server, &e.Tool, &args, &e.Rule, &e.Reason, &e.Resource,
+		&e.Status, &e.CreatedAt, &e.ExpiresAt, &e.DecidedAt, &e.DecidedBy, &e.DecisionReason, &consumedBy, &e.ConsumedAt}, extra...)
+	err := row.Scan(dest...)
 	e.Args = json.RawMessage(args)
+	if consumedBy != nil {
+		e.ConsumedByCallID = *consumedBy
+	}
 	return e, err
 }
 
@@ -400,14 +457,10 @@ func (p *PG) getByCallID(ctx context.Context, callID string) (Escalation, error)
 // expires, by the database's clock (replicas' clocks may differ).
 func (p *PG) getWithRemaining(ctx context.Context, id string) (Escalation, time.Duration, error) {
 	var secs float64
-	var e Escalation
-	var args string
-	err := p.pool.QueryRow(ctx, `SELECT `+escalationColumns+`, extract(epoch FROM expires_at - now())::float8
-FROM escalations WHERE id = $1`, id).Scan(&e.ID, &e.CallID, &e.SessionID, &e.Kind, &e.Server, &e.Tool, &args, &e.Rule,
-		&e.Reason, &e.Resource, &e.Status, &e.CreatedAt, &e.ExpiresAt, &e.DecidedAt, &e.DecidedBy, &e.DecisionReason, &secs)
+	e, err := scanEscalation(p.pool.QueryRow(ctx, `SELECT `+escalationColumns+`, extract(epoch FROM expires_at - now())::float8
+FROM escalations WHERE id = $1`, id), &secs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, 0, ErrNotFound
 	}
-	e.Args = json.RawMessage(args)
 	return e, time.Duration(secs * float64(time.Second)), err
 }

@@ -182,8 +182,9 @@ func TestForceClearsDirty(t *testing.T) {
 func TestFailedMigrationRollsBack(t *testing.T) {
 	db := pgtest.New(t, pgtest.Migrated())
 	ctx := testCtx(t)
-	// Make the latest down migration fail by adding a dependent object.
-	if _, err := db.Pool.Exec(ctx, `CREATE VIEW blocker AS SELECT * FROM session_summary`); err != nil {
+	// Make the latest down migration fail by adding a dependent object
+	// (0004's down drops escalations.consumed_by_call_id).
+	if _, err := db.Pool.Exec(ctx, `CREATE VIEW blocker AS SELECT consumed_by_call_id FROM escalations`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.MigrateDown(ctx, db.Pool, 1); err == nil {
