@@ -172,3 +172,67 @@ func TestCheckPackedRefs(t *testing.T) {
 		})
 	}
 }
+
+// encodeConfig writes entries back as config text in one canonical form
+// (every value quoted and escaped, every subsection quoted).
+func encodeConfig(entries []Entry) []byte {
+	var b strings.Builder
+	for _, e := range entries {
+		first, last := strings.IndexByte(e.Key, '.'), strings.LastIndexByte(e.Key, '.')
+		b.WriteString("[" + e.Key[:first])
+		if last > first {
+			r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+			b.WriteString(` "` + r.Replace(e.Key[first+1:last]) + `"`)
+		}
+		b.WriteString("]\n\t" + e.Key[last+1:])
+		if !e.NoValue {
+			r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`, "\b", `\b`)
+			b.WriteString(` = "` + r.Replace(e.Value) + `"`)
+		}
+		b.WriteString("\n")
+	}
+	return []byte(b.String())
+}
+
+// FuzzParseConfigFile checks the native parser's own properties on any
+// input (the differential fuzzer, FuzzNativeConfig, compares it with git):
+// it never panics, keys are well formed (lower-case section and variable
+// name of git's key characters, no line feed), and whatever it is sure
+// about survives a round trip through a canonical encoding.
+func FuzzParseConfigFile(f *testing.F) {
+	for _, s := range []string{
+		"[core]\n\tbare = false\n", "[remote \"origin\"]\n\turl = \"x\" # c\n", "[a.B]\nk\n",
+		"[a]\nk = x \\\n y\n", "\xEF\xBB\xBF[a]\r\nk = \\t\\n\\b\n", "[x \"a\\\"b\\\\\"]\n\tk=\"\"\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		entries, err := ParseConfigFile(in, "local")
+		if err != nil {
+			if !errors.Is(err, ErrUnsure) {
+				t.Fatalf("error without ErrUnsure: %v", err)
+			}
+			return
+		}
+		for _, e := range entries {
+			first, last := strings.IndexByte(e.Key, '.'), strings.LastIndexByte(e.Key, '.')
+			if first <= 0 || last == len(e.Key)-1 || strings.ContainsAny(e.Key, "\n\x00") || strings.Contains(e.Value, "\x00") {
+				t.Fatalf("malformed entry %+v", e)
+			}
+			for _, part := range []string{e.Key[:first], e.Key[last+1:]} {
+				for i := 0; i < len(part); i++ {
+					if c := part[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+						t.Fatalf("key %q: section or name has %q", e.Key, c)
+					}
+				}
+			}
+			if e.NoValue && e.Value != "" {
+				t.Fatalf("value on a key without '=': %+v", e)
+			}
+		}
+		again, err := ParseConfigFile(encodeConfig(entries), "local")
+		if err != nil || !sameEntries(entries, again) {
+			t.Fatalf("round trip: %v\n got %+v\nwant %+v", err, again, entries)
+		}
+	})
+}

@@ -9,6 +9,13 @@
 // repository settings that would make git run a program (core.fsmonitor,
 // core.sshCommand, filter drivers, credential helpers, include.path, ...):
 // callers refuse to operate on such repositories.
+//
+// NativeConfig and RemoteURLs answer two of those questions without a
+// process (one costs milliseconds): what `git config --list` lists and what
+// `git remote get-url` prints. They follow git 2.39's code strictly and
+// return ErrUnsure whenever they cannot be certain to agree with git;
+// callers then run git. Differential tests and a fuzzer compare them with
+// the real git.
 package gitexec
 
 import (
