@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/egress"
+	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/llmrelay"
 	"ironcurtain.dev/gateway/internal/mcphub"
 	"ironcurtain.dev/gateway/internal/metrics"
@@ -26,8 +28,18 @@ import (
 // Defaults of the serve command.
 const (
 	defaultConfigPath = "/etc/ironcurtain/gateway.yaml"
-	shutdownTimeout   = 20 * time.Second
 	readHeaderTimeout = 10 * time.Second
+)
+
+// Stop budget. Docker and Compose send SIGKILL 10 s after SIGTERM, so a stop
+// must finish well within that: calls waiting for a human are answered at
+// once, calls running on a server get shutdownGrace, the listeners and the
+// hub get shutdownTimeout in all (then open connections are closed), and
+// the egress proxy drains for at most shutdownGrace. Closing the stores
+// (audit flush, pool) follows; compose sets stop_grace_period above this.
+const (
+	shutdownGrace   = mcphub.DefaultShutdownGrace
+	shutdownTimeout = 7 * time.Second
 )
 
 // version is stamped at build time (-ldflags "-X main.version=...").
@@ -114,6 +126,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		MaxRequestBytes: cfg.MCP.MaxRequestBytes,
 		SessionIdleTTL:  cfg.MCP.SessionIdleTTL,
 		ProgressEvery:   cfg.MCP.ProgressEvery,
+		ShutdownGrace:   shutdownGrace,
 		Version:         version,
 	}, mcphub.Deps{
 		Servers:   srvs,
@@ -141,6 +154,12 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	proxyCfg, err := egress.ProxyConfigFrom(&cfg.Egress)
 	if err != nil {
 		return fmt.Errorf("configuring the egress proxy: %w", err)
+	}
+	if proxyCfg.DrainTimeout == 0 || proxyCfg.DrainTimeout > shutdownGrace {
+		if proxyCfg.DrainTimeout > shutdownGrace {
+			log.Warn("egress.drain_timeout exceeds the stop budget; using the shutdown grace", "configured", proxyCfg.DrainTimeout, "used", shutdownGrace)
+		}
+		proxyCfg.DrainTimeout = shutdownGrace
 	}
 	proxy, err := egress.NewProxy(proxyCfg, egress.Deps{Auth: auth, Sink: st.sink, Escalator: st.escalator, Registerer: reg, Logger: log.With("component", "egress")})
 	if err != nil {
@@ -189,16 +208,40 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	})
 	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("gateway shutting down")
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		return errors.Join(
-			hub.Shutdown(sctx),
-			apiSrv.Shutdown(sctx),
-			opsSrv.Shutdown(sctx),
-		)
+		return shutdown(log, st.pg, hub, apiSrv, opsSrv)
 	})
 	return g.Wait()
+}
+
+// shutdown stops the agent API, the hub and the ops API together within
+// shutdownTimeout: the escalator and the hub stop every wait for a human at
+// once (the escalations stay pending for the next gateway; the calls answer
+// the agent and record their outcome), the listeners stop accepting, running
+// calls get the hub's grace; whatever is still open at the deadline is
+// closed.
+func shutdown(log *slog.Logger, esc *escalation.PG, hub *mcphub.Hub, servers ...*http.Server) error {
+	begin := time.Now()
+	log.Info("gateway shutting down")
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if esc != nil {
+		_ = esc.Close() // egress requests waiting for a human end now too
+	}
+	errs := make([]error, len(servers)+1)
+	var wg sync.WaitGroup
+	wg.Add(len(errs))
+	go func() { defer wg.Done(); errs[0] = hub.Shutdown(ctx) }()
+	for i, s := range servers {
+		go func() { defer wg.Done(); errs[i+1] = s.Shutdown(ctx) }()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}
+	log.Info("gateway listeners closed", "took", time.Since(begin).Round(time.Millisecond))
+	return errors.Join(errs...)
 }
 
 func serveHTTP(s *http.Server, ln net.Listener, name string) error {

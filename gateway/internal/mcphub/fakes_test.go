@@ -167,6 +167,7 @@ type fakeEscalator struct {
 	res     escalation.Result
 	err     error
 	wait    chan struct{} // when set, Escalate blocks until it is closed
+	closing chan struct{} // when closed, a blocked Escalate returns ErrShuttingDown (as PG.Close does)
 	mu      sync.Mutex
 	reqs    []escalation.Request
 	durable bool // the escalate decision was recorded before Escalate
@@ -184,6 +185,8 @@ func (e *fakeEscalator) Escalate(ctx context.Context, req escalation.Request) (e
 	if e.wait != nil {
 		select {
 		case <-e.wait:
+		case <-e.closing: // nil: never
+			return escalation.Result{}, escalation.ErrShuttingDown
 		case <-ctx.Done():
 			return escalation.Result{}, ctx.Err()
 		}
@@ -193,6 +196,28 @@ func (e *fakeEscalator) Escalate(ctx context.Context, req escalation.Request) (e
 		res.ID = req.ID
 	}
 	return res, e.err
+}
+
+func (e *fakeEscalator) requests() []escalation.Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]escalation.Request(nil), e.reqs...)
+}
+
+// fakeReuser is a fakeEscalator that also finds identical calls'
+// escalations: Reusable answers id, err.
+type fakeReuser struct {
+	*fakeEscalator
+	id    string
+	err   error
+	asked []escalation.Request
+}
+
+func (r *fakeReuser) Reusable(_ context.Context, req escalation.Request) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asked = append(r.asked, req)
+	return r.id, r.err
 }
 
 // fakeNotifier records notices.

@@ -33,6 +33,7 @@ const (
 type httpFixture struct {
 	*pipelineFixture
 	url  string
+	ts   *httptest.Server
 	logs *syncBuffer
 	m    *metrics.ToolCalls
 }
@@ -83,9 +84,9 @@ func newHTTPFixture(t *testing.T, cfg Config) *httpFixture {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f.hub.Handler())
-	ts := httptest.NewServer(mux)
-	t.Cleanup(ts.Close)
-	f.url = ts.URL + "/mcp"
+	f.ts = httptest.NewServer(mux)
+	t.Cleanup(f.ts.Close)
+	f.url = f.ts.URL + "/mcp"
 	return f
 }
 

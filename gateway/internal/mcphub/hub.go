@@ -11,6 +11,11 @@
 //	→ forward to the server (per-call timeout, CallInfo in the context)
 //	→ size-capped result → audit outcome, metrics.
 //
+// An identical retry of a call whose wait for a human was cut short (the
+// gateway restarted) waits on, or runs once on, that call's escalation
+// (escalate.go). Shutdown answers every waiting call at once and gives
+// running calls a bounded grace (shutdown.go).
+//
 // A tool is listed and callable only if its server declares it and the policy
 // engine has an annotation for it. What reaches the agent on a refusal is
 // short and says what was refused and why; the detail goes to the audit
@@ -76,6 +81,9 @@ type Config struct {
 	ProgressEvery time.Duration
 	// Version is reported to clients in serverInfo.
 	Version string
+	// ShutdownGrace is how long Shutdown lets calls running on a server
+	// finish before it cancels them (calls waiting for a human stop at once).
+	ShutdownGrace time.Duration
 }
 
 // Deps are the hub's collaborators.
@@ -127,6 +135,7 @@ type Hub struct {
 	http    *server.StreamableHTTPServer
 	handler http.Handler
 	owners  sessionOwners
+	life    *lifecycle
 }
 
 // New builds the hub: it checks every server's tools against the policy's
@@ -141,7 +150,7 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	case d.Auth == nil:
 		return nil, errors.New("creating MCP hub: an authenticator is required")
 	}
-	if cfg.MaxResultBytes < 0 || cfg.CallTimeout < 0 || cfg.MaxRequestBytes < 0 || cfg.SessionIdleTTL < 0 || cfg.ProgressEvery < 0 {
+	if cfg.MaxResultBytes < 0 || cfg.CallTimeout < 0 || cfg.MaxRequestBytes < 0 || cfg.SessionIdleTTL < 0 || cfg.ProgressEvery < 0 || cfg.ShutdownGrace < 0 {
 		return nil, errors.New("creating MCP hub: limits must not be negative")
 	}
 	if cfg.MaxResultBytes == 0 {
@@ -159,13 +168,16 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	if cfg.ProgressEvery == 0 {
 		cfg.ProgressEvery = DefaultProgressEvery
 	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
 	h := &Hub{
 		cfg: cfg, policy: d.Policy, esc: d.Escalator, sink: d.Audit, auth: d.Auth,
 		metrics: d.Metrics, log: d.Logger, now: d.Now, newID: d.NewID,
-		tools: map[string]*toolEntry{},
+		tools: map[string]*toolEntry{}, life: newLifecycle(),
 	}
 	if h.esc == nil {
 		h.esc = escalation.Deny{}
@@ -262,14 +274,6 @@ func (h *Hub) buildMCP() {
 // Handler returns the /mcp handler (authentication included) for the
 // agent-facing listener.
 func (h *Hub) Handler() http.Handler { return h.handler }
-
-// Shutdown ends the MCP sessions.
-func (h *Hub) Shutdown(ctx context.Context) error {
-	if err := h.http.Shutdown(ctx); err != nil {
-		return fmt.Errorf("shutting down MCP endpoint: %w", err)
-	}
-	return nil
-}
 
 // toolHandler adapts the pipeline to mcp-go.
 func (h *Hub) toolHandler(e *toolEntry) server.ToolHandlerFunc {

@@ -10,14 +10,20 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// Escalation statuses in notices (the escalation package's statuses plus
-// pending).
+// Escalation statuses in notices (the escalation package's statuses, and
+// what became of the call: interrupted, refused).
 const (
 	StatusPending   = "pending"
 	StatusApproved  = "approved"
 	StatusDenied    = "denied"
 	StatusExpired   = "expired"
 	StatusCancelled = "cancelled"
+	// StatusInterrupted: the call stopped waiting because the gateway shuts
+	// down; the escalation itself stays pending.
+	StatusInterrupted = "interrupted"
+	// StatusRefused: the call may not run on the escalation it attached to
+	// (its approval already ran another call, or it was decided before).
+	StatusRefused = "refused"
 )
 
 // EscalationLogger is the logger name of escalation notices

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
@@ -42,6 +41,7 @@ type call struct {
 // sees. It never returns a Go error: every failure becomes a short IsError
 // result, and every path that does not run the tool refuses.
 func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
+	defer h.life.enter()()
 	start := h.now()
 	e, ok := h.tools[r.Tool]
 	if !ok {
@@ -70,7 +70,7 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 		}
 		return c.forward(ctx, ev, false)
 	case policy.Escalate:
-		return c.escalate(ctx, ev, dec, r.Notify)
+		return c.escalate(ctx, ev, r.Args, dec, r.Notify)
 	default:
 		return c.deny(ctx, dec)
 	}
@@ -104,89 +104,6 @@ func (c *call) auditFailed(ctx context.Context, err error) servers.Result {
 	return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "audit: "+err.Error(), 0, false)
 }
 
-// escalate records the decision (escalate, with the escalation id the hub
-// chooses) write-ahead, then asks a human, and runs the call only if the
-// answer is an approval.
-//
-// Order: the decision row naming the escalation is durable before the
-// Escalator creates the escalation operators see. The human's answer is
-// recorded by the Escalator in the escalation's own row (the Postgres
-// escalator commits the decision before it wakes the waiting call), so it
-// is durable before the action runs; the outcome row then records what
-// happened. There is exactly one decision and one outcome per call id.
-func (c *call) escalate(ctx context.Context, ev policy.Evaluation, dec *audit.ToolCallDecision, n Notifier) servers.Result {
-	h := c.h
-	escID := h.newID()
-	dec.EscalationID = escID
-	if err := h.record(ctx, dec); err != nil {
-		return c.auditFailed(ctx, err)
-	}
-	notice := EscalationNotice{EscalationID: escID, Tool: c.e.key, Status: StatusPending, Reason: agentText(ev.Decision.Reason, "policy asks for a human")}
-	notify(ctx, n, notice)
-
-	waitStart := h.now()
-	stop := progressLoop(ctx, n, notice, h.cfg.ProgressEvery)
-	res, err := h.esc.Escalate(ctx, escalation.Request{
-		ID: escID, CallID: c.id, SessionID: c.sess.ID, Kind: "tool_call",
-		Server: c.e.server, Tool: c.e.tool, Args: audit.Redact(c.args),
-		Rule: ev.Decision.Rule, Reason: ev.Decision.Reason,
-	})
-	stop()
-	c.waited = h.now().Sub(waitStart)
-	if res.ID != "" && res.ID != escID {
-		h.log.Warn("escalator used its own escalation id", "call_id", c.id, "want", escID, "got", res.ID)
-		escID = res.ID
-		notice.EscalationID = escID
-	}
-
-	approved := err == nil && res.Approved && (res.Status == "" || res.Status == StatusApproved)
-	switch {
-	case err != nil:
-		notice.Status, notice.Reason = StatusDenied, "no human decision could be obtained"
-		notify(ctx, n, notice)
-		msg := fmt.Sprintf("refused %s: it needs a human's approval and no decision could be obtained (escalation %s)", c.e.key, escID)
-		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "escalation "+escID+": "+err.Error(), 0, false)
-	case !approved:
-		status := res.Status
-		if status == "" || status == StatusApproved {
-			status = StatusDenied // approved=false with an approving status: deny
-		}
-		notice.Status, notice.Reason = status, agentText(res.Reason, "")
-		notify(ctx, n, notice)
-		detail := "escalation " + escID + " " + status
-		if by := decidedBy(res); by != "" {
-			detail += " (" + by + ")"
-		}
-		return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(humanRefusal(c.e.key, escID, status, res.Reason)), detail, 0, false)
-	}
-	notice.Status, notice.Reason = StatusApproved, agentText(res.Reason, "approved by a human")
-	notify(ctx, n, notice)
-	return c.forward(ctx, ev, true)
-}
-
-func decidedBy(res escalation.Result) string {
-	if res.DecidedBy == "" {
-		return ""
-	}
-	return "decided by " + res.DecidedBy
-}
-
-func humanRefusal(tool, escID, status, reason string) string {
-	var why string
-	switch status {
-	case StatusExpired:
-		why = "no one answered in time"
-	case StatusCancelled:
-		why = "the request for approval was cancelled"
-	default:
-		why = "a human denied it"
-	}
-	if r := agentText(reason, ""); r != "" {
-		why += ": " + r
-	}
-	return fmt.Sprintf("refused %s: it needed a human's approval and %s (escalation %s)", tool, why, escID)
-}
-
 // served is what the server goroutine hands back.
 type served struct {
 	res servers.Result
@@ -197,8 +114,16 @@ type served struct {
 // call's identity and what the policy judged (the policy arguments and a
 // push plan, which the git server binds its network operations to) in the
 // context, under a timeout; it caps the result and records the outcome.
+//
+// Once the hub shuts down, no allowed call starts (an approved one still
+// does: its approval is used), and calls still running when the shutdown
+// grace ends are cancelled.
 func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool) servers.Result {
 	h := c.h
+	if h.life.aborting.Err() != nil || (!approved && h.life.stopping.Err() != nil) {
+		msg := fmt.Sprintf("%s did not run: the gateway is restarting; retry the call in a moment (call %s)", c.e.key, c.id)
+		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "gateway shutting down; the call did not start", 0, false)
+	}
 	args := ev.Transport
 	if args == nil {
 		args = map[string]any{}
@@ -209,6 +134,7 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 	})
 	cctx, cancel := context.WithTimeout(cctx, h.cfg.CallTimeout)
 	defer cancel()
+	defer context.AfterFunc(h.life.aborting, cancel)()
 	done := make(chan served, 1)
 	go func() {
 		defer func() {
@@ -223,6 +149,10 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 	select {
 	case out = <-done:
 	case <-cctx.Done():
+		if h.life.aborting.Err() != nil && ctx.Err() == nil {
+			msg := fmt.Sprintf("%s was interrupted because the gateway is restarting (call %s); it may have partly taken effect: check before retrying", c.e.key, c.id)
+			return c.finish(ctx, audit.OutcomeError, servers.ToolError(msg), "gateway shutting down: cancelled after the shutdown grace", 0, false)
+		}
 		if ctx.Err() != nil {
 			msg := fmt.Sprintf("%s was cancelled (call %s)", c.e.key, c.id)
 			return c.finish(ctx, audit.OutcomeError, servers.ToolError(msg), "cancelled by the client", 0, false)
@@ -276,6 +206,7 @@ func (h *Hub) recordAfter(ctx context.Context, e audit.Event) {
 
 // recordUnknown refuses and records a call to a tool that is not exposed.
 func (h *Hub) recordUnknown(ctx context.Context, sess session.Session, name string) servers.Result {
+	defer h.life.enter()()
 	start := h.now()
 	name = safeName(name)
 	srv, tool, _ := strings.Cut(name, Separator)
@@ -292,6 +223,7 @@ func (h *Hub) recordUnknown(ctx context.Context, sess session.Session, name stri
 
 // refuseBadArgs refuses a call whose arguments are not a JSON object.
 func (h *Hub) refuseBadArgs(ctx context.Context, sess session.Session, e *toolEntry) servers.Result {
+	defer h.life.enter()()
 	c := &call{h: h, e: e, sess: sess, id: h.newID(), start: h.now(), args: json.RawMessage("null")}
 	h.metrics.Decision(e.server, e.tool, policy.Deny.String())
 	d := policy.Decision{Status: policy.Deny, Rule: policy.RuleInvalidArgument, Reason: "the arguments must be a JSON object"}
