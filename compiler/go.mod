@@ -37,8 +37,6 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1
-	ironcurtain.dev/agent v0.0.0
-	ironcurtain.dev/migrations v0.0.0
 )
 
 replace ironcurtain.dev/gateway => ../gateway

@@ -60,7 +60,7 @@ func statFingerprint(name string) (fingerprint, bool) {
 		return fingerprint{}, false
 	}
 	return fingerprint{exists: true, dev: uint64(st.Dev), ino: uint64(st.Ino), size: st.Size,
-		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), mode: uint32(st.Mode)}, true
+		mtime: mtimeNano(&st), ctime: ctimeNano(&st), mode: uint32(st.Mode)}, true
 }
 
 // racy reports whether the file changed at or after limit (unix ns).
