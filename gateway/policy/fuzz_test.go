@@ -246,8 +246,9 @@ func FuzzDomainMatch(f *testing.F) {
 		if !p.match(domainValue{host: h}) {
 			return
 		}
+		// Both in URL form: a Pattern prints an IPv6 literal in brackets.
 		ps := p.host.String()
-		hs := h.String()
+		hs := h.URLHost()
 		switch {
 		case p.path != "":
 			t.Fatalf("pattern %q with a repository path matched a bare host %q", pattern, host)
