@@ -143,6 +143,11 @@ func canonicalSource(src, current string) (string, error) {
 		return src, nil
 	case !validRefName(base, true, true):
 		return "", errors.New("invalid source ref name")
+	}
+	if err := checkPrefixCase(base); err != nil {
+		return "", err
+	}
+	switch {
 	case base != src:
 		return src, nil
 	case strings.HasPrefix(src, "refs/"):
@@ -153,11 +158,32 @@ func canonicalSource(src, current string) (string, error) {
 	return "refs/heads/" + src, nil
 }
 
+// refPrefixes are the namespace prefixes git gives meaning to in a short
+// or full ref name.
+var refPrefixes = []string{"refs/", "heads/", "tags/", "remotes/"}
+
+// checkPrefixCase refuses a name that starts with one of refPrefixes in
+// another case ("heADs/main", "Refs/heads/main"): git reads them as other
+// refs, but a case-insensitive ref store (a remote on macOS or Windows,
+// packed and loose refs mixed) may not, so the name could reach a protected
+// branch without looking like it.
+func checkPrefixCase(name string) error {
+	for _, p := range refPrefixes {
+		if len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) && name[:len(p)] != p {
+			return fmt.Errorf("ref prefix %q must be written %q", name[:len(p)], p)
+		}
+	}
+	return nil
+}
+
 // canonicalDestination returns the full destination ref and the refs git
 // could update for it.
 func canonicalDestination(dst, src string) (string, []string, error) {
 	if !validRefName(dst, true, true) {
 		return "", nil, errors.New("invalid destination ref name")
+	}
+	if err := checkPrefixCase(dst); err != nil {
+		return "", nil, err
 	}
 	if dst == "HEAD" || dst == "@" {
 		return "", nil, errors.New("HEAD is not a valid destination")
