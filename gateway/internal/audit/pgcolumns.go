@@ -1,13 +1,13 @@
 package audit
 
 import (
+	"fmt"
+	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // tableColumns gathers a batch's rows column by column, so each table gets
-// one INSERT ... SELECT FROM unnest(...) whatever the batch size.
+// one INSERT ... SELECT FROM unnest(...) whatever the batch size (see writeSQL).
 type tableColumns struct {
 	dec struct {
 		callID, session                                  []string
@@ -75,43 +75,110 @@ func (c *tableColumns) add(e Event, seq int64, prev, hash []byte) {
 	}
 }
 
-// queue adds one INSERT per table that has rows.
-func (c *tableColumns) queue(b *pgx.Batch) {
+// Columns of the audit tables in the order tableColumns passes them: name
+// and Postgres type.
+var (
+	toolCallColumns = []string{
+		"call_id text", "session_id text", "seq bigint", "at timestamptz", "server text", "tool text", "args text",
+		"decision text", "rule text", "reason text", "shadow_decision text", "shadow_rule text", "escalation_id text",
+		"detail text", "prev_hash bytea", "hash bytea",
+	}
+	outcomeColumns = []string{
+		"call_id text", "session_id text", "seq bigint", "at timestamptz", "status text", "duration_ns bigint",
+		"result_bytes bigint", "truncated boolean", "error text", "prev_hash bytea", "hash bytea",
+	}
+	egressColumns = []string{
+		"id text", "session_id text", "seq bigint", "tool_call_id text", "at timestamptz", "kind text", "method text",
+		"host text", "port integer", "resolved_ip text", "decision text", "reason text", "rule text", "bytes_up bigint",
+		"bytes_down bigint", "duration_ns bigint", "error text", "prev_hash bytea", "hash bytea",
+	}
+	llmColumns = []string{
+		"id text", "session_id text", "seq bigint", "at timestamptz", "provider text", "model text", "path text",
+		"stream boolean", "status_code integer", "input_tokens bigint", "output_tokens bigint", "cost_usd float8",
+		"duration_ns bigint", "error text", "prev_hash bytea", "hash bytea",
+	}
+	auditTables = []struct {
+		name    string
+		columns []string
+	}{
+		{"tool_calls", toolCallColumns},
+		{"tool_call_outcomes", outcomeColumns},
+		{"egress_events", egressColumns},
+		{"llm_calls", llmColumns},
+	}
+)
+
+// args returns the column arrays of the tables that have rows, in the order
+// of auditTables, and the set of those tables as a bit mask (bit i: table i).
+func (c *tableColumns) args() (args []any, mask int) {
 	if d := &c.dec; len(d.callID) > 0 {
-		b.Queue(`
-INSERT INTO tool_calls (call_id, session_id, seq, at, server, tool, args, decision, rule, reason,
-                        shadow_decision, shadow_rule, escalation_id, detail, prev_hash, hash)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::text[], $6::text[], $7::text[],
-                     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                     $15::bytea[], $16::bytea[])`,
-			d.callID, d.session, d.seq, d.at, d.server, d.tool, d.args, d.decision, d.rule, d.reason,
+		mask |= 1 << 0
+		args = append(args, d.callID, d.session, d.seq, d.at, d.server, d.tool, d.args, d.decision, d.rule, d.reason,
 			d.shadowDecision, d.shadowRule, d.escalationID, d.detail, d.prev, d.hash)
 	}
 	if o := &c.out; len(o.callID) > 0 {
-		b.Queue(`
-INSERT INTO tool_call_outcomes (call_id, session_id, seq, at, status, duration_ns, result_bytes, truncated, error, prev_hash, hash)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::text[], $6::bigint[], $7::bigint[],
-                     $8::boolean[], $9::text[], $10::bytea[], $11::bytea[])`,
-			o.callID, o.session, o.seq, o.at, o.status, o.durationNS, o.resultBytes, o.truncated, o.errText, o.prev, o.hash)
+		mask |= 1 << 1
+		args = append(args, o.callID, o.session, o.seq, o.at, o.status, o.durationNS, o.resultBytes, o.truncated,
+			o.errText, o.prev, o.hash)
 	}
 	if g := &c.egr; len(g.id) > 0 {
-		b.Queue(`
-INSERT INTO egress_events (id, session_id, seq, tool_call_id, at, kind, method, host, port, resolved_ip, decision, reason,
-                           rule, bytes_up, bytes_down, duration_ns, error, prev_hash, hash)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $6::text[], $7::text[], $8::text[],
-                     $9::integer[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[], $15::bigint[],
-                     $16::bigint[], $17::text[], $18::bytea[], $19::bytea[])`,
-			g.id, g.session, g.seq, g.toolCallID, g.at, g.kind, g.method, g.host, g.port, g.resolvedIP, g.decision, g.reason,
-			g.rule, g.bytesUp, g.bytesDown, g.durationNS, g.errText, g.prev, g.hash)
+		mask |= 1 << 2
+		args = append(args, g.id, g.session, g.seq, g.toolCallID, g.at, g.kind, g.method, g.host, g.port, g.resolvedIP,
+			g.decision, g.reason, g.rule, g.bytesUp, g.bytesDown, g.durationNS, g.errText, g.prev, g.hash)
 	}
 	if l := &c.llm; len(l.id) > 0 {
-		b.Queue(`
-INSERT INTO llm_calls (id, session_id, seq, at, provider, model, path, stream, status_code, input_tokens, output_tokens,
-                       cost_usd, duration_ns, error, prev_hash, hash)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::text[], $6::text[], $7::text[],
-                     $8::boolean[], $9::integer[], $10::bigint[], $11::bigint[], $12::float8[], $13::bigint[],
-                     $14::text[], $15::bytea[], $16::bytea[])`,
-			l.id, l.session, l.seq, l.at, l.provider, l.model, l.path, l.stream, l.statusCode, l.inputTokens, l.outputTokens,
-			l.cost, l.durationNS, l.errText, l.prev, l.hash)
+		mask |= 1 << 3
+		args = append(args, l.id, l.session, l.seq, l.at, l.provider, l.model, l.path, l.stream, l.statusCode,
+			l.inputTokens, l.outputTokens, l.cost, l.durationNS, l.errText, l.prev, l.hash)
 	}
+	return args, mask
 }
+
+// writeSQL[mask] writes a batch whose rows are in the tables of mask in one
+// statement (one round trip, atomic). Its first five parameters are the
+// batch's sessions (sorted) with, for each, the chain head the writer
+// expects (old_seq, old_hash) and the head after the batch (seq, hash); the
+// column arrays of tableColumns.args follow.
+//
+// It moves each session's head (creating the sessions row if needed) only
+// if the head is still the expected one; the update locks the row, in id
+// order, and re-checks the condition on the latest committed head, so two
+// writers never extend a chain from the same head. Only the rows of the
+// sessions whose head moved are inserted. It returns the ids of those
+// sessions: a session missing from the result had its head moved by another
+// writer, and none of its rows was written.
+var writeSQL = func() (sqls [16]string) {
+	for mask := range sqls {
+		var b strings.Builder
+		b.WriteString(`WITH v AS (
+  SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[], $4::bigint[], $5::bytea[]) AS v(id, old_seq, old_hash, seq, hash)
+), h AS (
+  INSERT INTO sessions AS s (id, chain_seq, chain_hash) SELECT id, seq, hash FROM v ORDER BY id
+  ON CONFLICT (id) DO UPDATE SET chain_seq = excluded.chain_seq, chain_hash = excluded.chain_hash, last_seen = now()
+  WHERE (s.chain_seq, s.chain_hash) = (SELECT v.old_seq, v.old_hash FROM v WHERE v.id = s.id)
+  RETURNING s.id
+)`)
+		n := 6
+		for i, t := range auditTables {
+			if mask&(1<<i) == 0 {
+				continue
+			}
+			names := make([]string, len(t.columns))
+			params := make([]string, len(t.columns))
+			for j, col := range t.columns {
+				name, typ, _ := strings.Cut(col, " ")
+				names[j] = name
+				params[j] = fmt.Sprintf("$%d::%s[]", n, typ)
+				n++
+			}
+			fmt.Fprintf(&b, `, r%d AS (
+  INSERT INTO %s (%s)
+  SELECT r.* FROM unnest(%s) AS r(%s)
+  WHERE r.session_id IN (SELECT id FROM h)
+)`, i, t.name, strings.Join(names, ", "), strings.Join(params, ", "), strings.Join(names, ", "))
+		}
+		b.WriteString("\nSELECT id FROM h")
+		sqls[mask] = b.String()
+	}
+	return sqls
+}()

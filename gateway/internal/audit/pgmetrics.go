@@ -29,7 +29,7 @@ func newSinkMetrics(reg prometheus.Registerer, queueDepth func() float64) (*sink
 		}, []string{"reason"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ironcurtain_audit_batch_retries_total",
-			Help: "Audit transactions retried after a deadlock or serialization failure.",
+			Help: "Audit transactions retried after a deadlock or serialization failure, or because another replica had moved a cached chain head.",
 		}),
 		queueFullWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ironcurtain_audit_queue_full_waits_total",

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,8 +66,15 @@ var (
 // transaction, and each Record returns only after the transaction holding
 // its row committed (write-ahead: a decision is durable before the action
 // runs). Every row extends its session's hash chain; the chain head lives in
-// the sessions row, which the transaction locks, so the chain stays linear
-// under concurrency and across gateway replicas sharing the database.
+// the sessions row, and a transaction moves it only from the head the rows
+// were chained to, holding the row lock, so the chain stays linear under
+// concurrency and across gateway replicas sharing the database.
+//
+// Each flusher keeps the heads of its sessions in memory and writes a batch
+// in one statement that moves each head only if it is still the cached one
+// (one round trip). The records of a session whose head another replica
+// moved are not written by it; they are written next in a transaction that
+// locks the session row and reads the head first (see writeBatch).
 type PGSink struct {
 	pool *pgxpool.Pool
 	opts Options
@@ -93,6 +99,33 @@ type pending struct {
 	typ     string
 	session string     // the hash chain it extends
 	done    chan error // buffered: the flusher never blocks on it
+	// seq and hash are the record's chain position in the latest write
+	// attempt (the session's head once that attempt committed).
+	seq  int64
+	hash []byte
+}
+
+// flusher is the state of one flush loop.
+type flusher struct {
+	queue chan *pending
+	// heads caches the chain heads of the flusher's sessions as this
+	// flusher last wrote or read them. Another replica may have moved a
+	// head since: writes check it (see writeSQL).
+	heads map[string]chainHead
+}
+
+// maxCachedHeads bounds a flusher's head cache; past it, an arbitrary head
+// is forgotten (and read again when its session writes).
+const maxCachedHeads = 4096
+
+func (f *flusher) remember(session string, h chainHead) {
+	if _, ok := f.heads[session]; !ok && len(f.heads) >= maxCachedHeads {
+		for id := range f.heads {
+			delete(f.heads, id)
+			break
+		}
+	}
+	f.heads[session] = h
 }
 
 // NewPG starts a Postgres sink on pool. reg receives the sink's metrics
@@ -129,7 +162,7 @@ func NewPG(pool *pgxpool.Pool, opts Options, reg prometheus.Registerer, log *slo
 	s.m = m
 	for _, q := range s.queues {
 		s.wg.Add(1)
-		go s.flushLoop(q)
+		go s.flushLoop(&flusher{queue: q, heads: map[string]chainHead{}})
 	}
 	return s, nil
 }
@@ -239,8 +272,9 @@ func (s *PGSink) Close() error {
 	return nil
 }
 
-func (s *PGSink) flushLoop(queue chan *pending) {
+func (s *PGSink) flushLoop(f *flusher) {
 	defer s.wg.Done()
+	queue := f.queue
 	batch := make([]*pending, 0, s.opts.MaxBatch)
 	for {
 		var first *pending
@@ -251,7 +285,7 @@ func (s *PGSink) flushLoop(queue chan *pending) {
 			for {
 				select {
 				case p := <-queue:
-					s.flush(s.fill(queue, append(batch[:0], p)))
+					s.flush(f, s.fill(queue, append(batch[:0], p)))
 				default:
 					return
 				}
@@ -259,7 +293,7 @@ func (s *PGSink) flushLoop(queue chan *pending) {
 		}
 		batch = append(batch[:0], first)
 		batch = s.fill(queue, batch)
-		s.flush(batch)
+		s.flush(f, batch)
 	}
 }
 
@@ -298,24 +332,49 @@ const flushTimeout = 30 * time.Second
 // flush writes batch and reports to every record. A batch that fails on a
 // data or constraint error is retried record by record, so one bad record
 // fails alone.
-func (s *PGSink) flush(batch []*pending) {
+func (s *PGSink) flush(f *flusher, batch []*pending) {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	start := time.Now()
-	err := s.writeWithRetry(ctx, batch)
+	written, rest, err := s.writeCached(ctx, f, batch)
+	if err == nil && len(rest) > 0 {
+		// Another writer moved some of the heads: write those records in
+		// a transaction that locks the sessions rows and reads the heads.
+		s.m.retries.Inc()
+		err = s.writeWithRetry(ctx, rest)
+		if err == nil {
+			for _, p := range rest {
+				f.remember(p.session, chainHead{seq: p.seq, hash: p.hash})
+			}
+		}
+	}
+	if err != nil {
+		// The heads of the failed records are unknown (the commit may or
+		// may not have happened): read them again next time.
+		for _, p := range rest {
+			delete(f.heads, p.session)
+		}
+	}
 	s.m.commitSeconds.Observe(time.Since(start).Seconds())
 	s.m.batchSize.Observe(float64(len(batch)))
-	if err != nil && len(batch) > 1 && isDataError(err) {
+	if err == nil {
 		for _, p := range batch {
-			s.flush([]*pending{p})
+			p.done <- nil
 		}
 		return
 	}
-	if err != nil {
-		s.m.failures.WithLabelValues(failureReason(err)).Add(float64(len(batch)))
-		s.log.Error("audit batch not written", "records", len(batch), "err", err)
+	for _, p := range written {
+		p.done <- nil
 	}
-	for _, p := range batch {
+	if len(rest) > 1 && isDataError(err) {
+		for _, p := range rest {
+			s.flush(f, []*pending{p})
+		}
+		return
+	}
+	s.m.failures.WithLabelValues(failureReason(err)).Add(float64(len(rest)))
+	s.log.Error("audit batch not written", "records", len(rest), "err", err)
+	for _, p := range rest {
 		p.done <- err
 	}
 }
@@ -356,26 +415,152 @@ func failureReason(err error) string {
 	}
 }
 
-// chainHead is a session's chain position while a batch is built.
+// chainHead is the position of a session's chain: the seq and hash of its
+// latest record (0 and genesis before the first).
 type chainHead struct {
 	seq  int64
 	hash []byte
 }
 
-// writeBatch writes batch in one transaction: lock (or create) the sessions
-// rows in id order, extend each chain, insert the rows, move the heads.
-func (s *PGSink) writeBatch(ctx context.Context, batch []*pending) error {
+// sessionsOf returns the sessions of batch, sorted: one lock order for
+// every writer, so writers never deadlock on each other's session rows.
+func sessionsOf(batch []*pending) []string {
 	sessions := make([]string, 0, 4)
 	seen := map[string]bool{}
 	for _, p := range batch {
-		_, sess, _ := chainFields(p.ev)
-		if !seen[sess] {
-			seen[sess] = true
-			sessions = append(sessions, sess)
+		if !seen[p.session] {
+			seen[p.session] = true
+			sessions = append(sessions, p.session)
 		}
 	}
-	sort.Strings(sessions) // one lock order for every writer: no deadlocks
+	sort.Strings(sessions)
+	return sessions
+}
 
+// chain gives every record of batch its position in its session's chain,
+// after heads (the heads of sessions, advanced in place), and returns the
+// statement that writes the batch with its arguments (see writeSQL).
+func chain(batch []*pending, sessions []string, heads map[string]chainHead) (string, []any) {
+	oldSeqs := make([]int64, len(sessions))
+	oldHashes := make([][]byte, len(sessions))
+	for i, id := range sessions {
+		oldSeqs[i], oldHashes[i] = heads[id].seq, heads[id].hash
+	}
+	var cols tableColumns
+	for _, p := range batch {
+		kind, sess, fields := chainFields(p.ev)
+		prev := heads[sess]
+		p.seq = prev.seq + 1
+		p.hash = chainHash(prev.hash, kind, sess, p.seq, fields)
+		cols.add(p.ev, p.seq, prev.hash, p.hash)
+		heads[sess] = chainHead{seq: p.seq, hash: p.hash}
+	}
+	seqs := make([]int64, len(sessions))
+	hashes := make([][]byte, len(sessions))
+	for i, id := range sessions {
+		seqs[i], hashes[i] = heads[id].seq, heads[id].hash
+	}
+	cargs, mask := cols.args()
+	return writeSQL[mask], append([]any{sessions, oldSeqs, oldHashes, seqs, hashes}, cargs...)
+}
+
+// writeCached writes batch in one statement (an implicit transaction: one
+// round trip) from the flusher's cached heads, reading the heads it does
+// not have first. It returns the records it wrote and the rest: on an error
+// all of batch; else the records of the sessions whose head another writer
+// moved (their cached heads are dropped).
+func (s *PGSink) writeCached(ctx context.Context, f *flusher, batch []*pending) (written, rest []*pending, err error) {
+	sessions := sessionsOf(batch)
+	if err := s.loadHeads(ctx, f, sessions); err != nil {
+		return nil, batch, err
+	}
+	heads := make(map[string]chainHead, len(sessions))
+	for _, id := range sessions {
+		heads[id] = f.heads[id]
+	}
+	sql, args := chain(batch, sessions, heads)
+	moved := make(map[string]bool, len(sessions))
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, batch, fmt.Errorf("writing audit rows: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, batch, fmt.Errorf("writing audit rows: %w", err)
+		}
+		moved[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, batch, fmt.Errorf("writing audit rows: %w", err)
+	}
+	for _, id := range sessions {
+		if moved[id] {
+			f.remember(id, heads[id])
+		} else {
+			delete(f.heads, id)
+		}
+	}
+	if len(moved) == len(sessions) {
+		return batch, nil, nil
+	}
+	for _, p := range batch {
+		if moved[p.session] {
+			written = append(written, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	return written, rest, nil
+}
+
+// loadHeads reads the heads of the sessions the flusher has not cached. A
+// session without a row is at genesis (the write creates its row).
+func (s *PGSink) loadHeads(ctx context.Context, f *flusher, sessions []string) error {
+	var missing []string
+	for _, id := range sessions {
+		if _, ok := f.heads[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, chain_seq, chain_hash FROM sessions WHERE id = ANY($1::text[])`, missing)
+	if err != nil {
+		return fmt.Errorf("reading audit chain heads: %w", err)
+	}
+	found := make(map[string]chainHead, len(missing))
+	for rows.Next() {
+		var id string
+		var h chainHead
+		if err := rows.Scan(&id, &h.seq, &h.hash); err != nil {
+			rows.Close()
+			return fmt.Errorf("reading audit chain heads: %w", err)
+		}
+		found[id] = h
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading audit chain heads: %w", err)
+	}
+	for _, id := range missing {
+		h, ok := found[id]
+		if !ok {
+			h = chainHead{seq: 0, hash: genesis}
+		}
+		f.remember(id, h)
+	}
+	return nil
+}
+
+// writeBatch writes batch in one transaction that first locks (or creates)
+// the sessions rows, in id order, and reads their heads: it does not depend
+// on cached heads, so it succeeds whatever other writers do.
+func (s *PGSink) writeBatch(ctx context.Context, batch []*pending) error {
+	sessions := sessionsOf(batch)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("beginning audit transaction: %w", err)
@@ -391,10 +576,10 @@ RETURNING s.id, s.chain_seq, s.chain_hash`, sessions)
 	if err != nil {
 		return fmt.Errorf("locking audit sessions: %w", err)
 	}
-	heads := make(map[string]*chainHead, len(sessions))
+	heads := make(map[string]chainHead, len(sessions))
 	for rows.Next() {
 		var id string
-		h := &chainHead{}
+		var h chainHead
 		if err := rows.Scan(&id, &h.seq, &h.hash); err != nil {
 			rows.Close()
 			return fmt.Errorf("locking audit sessions: %w", err)
@@ -405,34 +590,27 @@ RETURNING s.id, s.chain_seq, s.chain_hash`, sessions)
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("locking audit sessions: %w", err)
 	}
-
-	var cols tableColumns
-	for _, p := range batch {
-		kind, sess, fields := chainFields(p.ev)
-		h := heads[sess]
-		if h == nil {
-			return fmt.Errorf("locking audit sessions: session %q missing", sess)
-		}
-		prev := h.hash
-		h.seq++
-		h.hash = chainHash(prev, kind, sess, h.seq, fields)
-		cols.add(p.ev, h.seq, prev, h.hash)
-	}
-
-	b := &pgx.Batch{}
-	cols.queue(b)
-	ids := make([]string, 0, len(heads))
-	seqs := make([]int64, 0, len(heads))
-	hashes := make([][]byte, 0, len(heads))
 	for _, id := range sessions {
-		ids, seqs, hashes = append(ids, id), append(seqs, heads[id].seq), append(hashes, heads[id].hash)
+		if _, ok := heads[id]; !ok {
+			return fmt.Errorf("locking audit sessions: session %q missing", id)
+		}
 	}
-	b.Queue(`
-UPDATE sessions SET chain_seq = v.seq, chain_hash = v.hash, last_seen = now()
-FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS v(id, seq, hash)
-WHERE sessions.id = v.id`, ids, seqs, hashes)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+
+	sql, args := chain(batch, sessions, heads)
+	var moved int
+	rows, err = tx.Query(ctx, sql, args...)
+	if err != nil {
 		return fmt.Errorf("inserting audit rows: %w", err)
+	}
+	for rows.Next() {
+		moved++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("inserting audit rows: %w", err)
+	}
+	if moved != len(sessions) {
+		return fmt.Errorf("inserting audit rows: %d of %d locked chain heads moved", moved, len(sessions))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("committing audit rows: %w", err)

@@ -365,6 +365,43 @@ func TestPGTwoReplicasShareChains(t *testing.T) {
 	}
 }
 
+// A sink's cached chain head goes stale when another replica writes the
+// session: the next write notices, writes again from the head it reads
+// under the session lock, and the chain stays linear.
+func TestPGStaleCachedHead(t *testing.T) {
+	db := pgtest.New(t, pgtest.Migrated())
+	ctx := pgCtx(t)
+	a, _ := newTestSink(t, db, Options{})
+	b, err := NewPG(pgtest.Connect(t, db), Options{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i, sink := range []*PGSink{a, b, a, a, b, b, a} {
+		if err := sink.Record(ctx, decision("s", fmt.Sprintf("c%d", i))); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	checks, err := Verify(ctx, db.Pool, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(checks) != 1 || checks[0].Break != nil || checks[0].Records != 7 {
+		t.Fatalf("chain after writes from two replicas: %+v", checks)
+	}
+	// a's cached head was stale at records 2 and 6, b's at record 4 (b
+	// read the head at record 1).
+	for _, tt := range []struct {
+		name string
+		sink *PGSink
+		want float64
+	}{{"a", a, 2}, {"b", b, 1}} {
+		if got := testutil.ToFloat64(tt.sink.m.retries); got != tt.want {
+			t.Errorf("sink %s: retries metric = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestPGClose(t *testing.T) {
 	db := pgtest.New(t, pgtest.Migrated())
 	ctx := pgCtx(t)
