@@ -110,14 +110,14 @@ build: ## build every command that exists into build/bin/ (static, CGO_ENABLED=0
 test: lint test-unit test-integration test-e2e ## everything CI runs: lint, all module tests with -race (Postgres included), e2e
 
 .PHONY: lint
-lint: ## gofmt check, go vet, and every module builds and vets on its own (GOWORK=off)
+lint: ## gofmt check, go vet, and every module builds, vets and is tidy on its own (GOWORK=off)
 	@unformatted=$$(gofmt -l $(MODULES)); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	@failed=; for m in $(MODULES); do \
-		echo "go vet ($$m, GOWORK=off)"; \
-		(cd $$m && GOWORK=off $(GO) vet ./...) || failed="$$failed $$m"; \
+		echo "go vet, go mod tidy -diff ($$m, GOWORK=off)"; \
+		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) mod tidy -diff) || failed="$$failed $$m"; \
 	done; \
-	if [ -n "$$failed" ]; then echo "lint: go vet failed in:$$failed" >&2; exit 1; fi
+	if [ -n "$$failed" ]; then echo "lint: go vet or go mod tidy -diff failed in:$$failed" >&2; exit 1; fi
 	@if command -v staticcheck >/dev/null; then echo staticcheck; staticcheck $(foreach m,$(MODULES),./$(m)/...); fi
 
 .PHONY: test-unit
