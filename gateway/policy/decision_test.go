@@ -163,6 +163,9 @@ func (tr tree) apply(t testing.TB, ops []op) {
 				t.Fatal(err)
 			}
 			if _, err := exec.LookPath("git"); err != nil {
+				if os.Getenv("CI") == "true" {
+					t.Fatal("git is not installed (CI must have it: .ci/run installs it)")
+				}
 				t.Skip("git is not installed")
 			}
 			testGit(t, dir, "init", "-q", "-b", "main")
