@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // domainValue is what a URL role contributes to domain matching: a canonical

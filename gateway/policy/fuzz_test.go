@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // fuzzTree is a sandbox with symlinks in every direction, shared by the

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // GitRemote is a parsed network git remote. Only https and ssh (URL or

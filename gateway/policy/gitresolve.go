@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/gitexec"
+	"ironcurtain.dev/gateway/gitexec"
 )
 
 // DefaultGitTimeout bounds each git run made to resolve a remote.

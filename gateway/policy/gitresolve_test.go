@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/gitexec"
+	"ironcurtain.dev/gateway/gitexec"
 )
 
 // countingResolver returns a resolver that counts git runs and, when aged,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // rule is a compiled rule prepared for evaluation.

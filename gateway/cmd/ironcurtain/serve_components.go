@@ -18,7 +18,7 @@ import (
 	"ironcurtain.dev/gateway/internal/llmrelay"
 	"ironcurtain.dev/gateway/internal/mcphub/external"
 	"ironcurtain.dev/gateway/internal/metrics"
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/internal/opsapi"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/fetch"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // DefaultEgressListen is the egress proxy's listen address when

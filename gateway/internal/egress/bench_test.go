@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // Benchmarks on loopback. Each compares the proxy with a direct connection

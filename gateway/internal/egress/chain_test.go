@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // Whatever reaches goproxy without a decision (here: straight to its

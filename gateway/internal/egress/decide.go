@@ -12,7 +12,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // refusal is a denial to answer with: status, rule and a short, safe reason.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 func TestProxyToken(t *testing.T) {

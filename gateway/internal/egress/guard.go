@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // DefaultDialTimeout bounds one Dial: the DNS lookup and every connection

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // fakeResolver answers from a table; answers[name][i] is the i-th answer

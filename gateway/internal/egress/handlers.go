@@ -12,7 +12,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // errNotDecided is returned by the pinned dialer for a request no handler

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // An allowed host tunnels, the upstream never sees the agent token, and

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // ProxyConfigFrom converts the validated gateway.yaml egress section into a

@@ -14,7 +14,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // relayBuf is the size of a relay direction's copy buffer.

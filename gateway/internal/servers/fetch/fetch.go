@@ -32,7 +32,7 @@ import (
 	"github.com/google/uuid"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/netpolicy"
+	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/policy"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/gitexec"
+	"ironcurtain.dev/gateway/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"ironcurtain.dev/gateway/internal/gitexec"
+	"ironcurtain.dev/gateway/gitexec"
 )
 
 // File names in MirrorDir: the credential helper script and the token

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/gitexec"
+	"ironcurtain.dev/gateway/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/policy"

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/gitexec"
+	"ironcurtain.dev/gateway/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/policy"

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/gitexec"
+	"ironcurtain.dev/gateway/gitexec"
 )
 
 // workspaceConfig is passed with -c to every command run in an agent
