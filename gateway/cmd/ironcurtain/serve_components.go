@@ -18,7 +18,6 @@ import (
 	"ironcurtain.dev/gateway/internal/llmrelay"
 	"ironcurtain.dev/gateway/internal/mcphub/external"
 	"ironcurtain.dev/gateway/internal/metrics"
-	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/internal/opsapi"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/fetch"
@@ -27,6 +26,7 @@ import (
 	"ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/store"
+	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/policy"
 )
 

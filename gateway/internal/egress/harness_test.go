@@ -24,8 +24,8 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 const (

@@ -32,8 +32,8 @@ import (
 	"github.com/google/uuid"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/policy"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/egress"
-	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // fakeResolver answers from a table and remembers every name it was asked.

@@ -16,8 +16,8 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/egress"
-	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // Limits that are not configurable.
