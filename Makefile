@@ -10,7 +10,11 @@ SHELL := bash
 .DELETE_ON_ERROR:
 MAKEFLAGS += --no-print-directory
 
-GO ?= go
+# The Go command: `go` when Go >= 1.26 is on PATH, else the pinned toolchain that
+# scripts/prereqs.sh installs (memoised: looked up once, when first used).
+GO ?= $(go_cmd)
+go_cmd = $(eval go_cmd := $(shell scripts/prereqs.sh go-path))$(go_cmd)
+GOFMT ?= $(if $(filter go,$(GO)),gofmt,$(dir $(GO))gofmt)
 # Modules of go.work. e2e runs separately (test-e2e): it needs the images first.
 MODULES := agent compiler gateway migrations e2e
 GO_MODULES := agent compiler gateway migrations
@@ -107,11 +111,17 @@ build: ## build every command that exists into build/bin/ (static, CGO_ENABLED=0
 	for c in $$cmds; do echo "built $(BIN_DIR)/$${c##*/}"; done
 
 .PHONY: test
-test: lint test-unit test-integration test-e2e ## everything CI runs: lint, all module tests with -race (Postgres included), e2e
+test: prereqs-test lint test-unit test-integration test-e2e ## everything CI runs: lint, all module tests with -race (Postgres included), e2e
+
+.PHONY: prereqs-test prereqs-up
+prereqs-test: ## install what `make test` needs when missing (scripts/prereqs.sh: packages, Go, Docker)
+	@scripts/prereqs.sh test
+prereqs-up: ## install what `make up` needs when missing (the same, and a Docker daemon is required)
+	@scripts/prereqs.sh up
 
 .PHONY: lint
 lint: ## gofmt check, go vet, and every module builds, vets and is tidy on its own (GOWORK=off)
-	@unformatted=$$(gofmt -l $(MODULES)); \
+	@unformatted=$$($(GOFMT) -l $(MODULES)); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	@failed=; for m in $(MODULES); do \
 		echo "go vet, go mod tidy -diff ($$m, GOWORK=off)"; \
@@ -162,11 +172,11 @@ images-mode: ## say which images this machine uses (offline or standard) and why
 	@echo "images: $(if $(filter 1,$(offline)),offline,standard) ($(offline_why)); base $(BASE_IMAGE), postgres $(IC_POSTGRES_IMAGE)"
 
 .PHONY: images-offline
-images-offline: ## build the offline base and Postgres images from Debian packages (cached; FORCE=1 rebuilds)
+images-offline: prereqs-test ## build the offline base and Postgres images from Debian packages (cached; FORCE=1 rebuilds)
 	@$(OFFLINE_BUILD) all
 
 .PHONY: postgres-image
-postgres-image: images-mode ## make the Postgres image for the integration tests available
+postgres-image: prereqs-test images-mode ## make the Postgres image for the integration tests available
 	@if [ "$(offline)" = 1 ]; then $(OFFLINE_BUILD) all; \
 	else docker image inspect $(IC_POSTGRES_IMAGE) >/dev/null 2>&1 || docker pull $(IC_POSTGRES_IMAGE); fi
 
@@ -186,7 +196,7 @@ compose-check:
 	@if [ -z "$(COMPOSE)" ]; then echo "neither 'docker compose' nor 'docker-compose' works: install one (COMPOSE=... to choose)" >&2; exit 1; fi
 
 .PHONY: up
-up: compose-check ## start the stack (postgres, migrate, gateway) and the offline demo agent; print its escalation
+up: prereqs-up compose-check ## start the stack (postgres, migrate, gateway) and the offline demo agent; print its escalation
 	@compose/stack.sh env
 	@$(MAKE) images
 	@$(STACK) up
