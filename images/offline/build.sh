@@ -139,6 +139,13 @@ build_base() {
   logfile=$workdir/build.log
   local start=$SECONDS
 
+  # debootstrap needs device nodes that work (it checks the same way): an unprivileged
+  # container may create them but not open them. Say so, with the way out, before starting.
+  if ! as_root sh -c 'mknod "$1/dev-null-check" c 1 3 && echo check >"$1/dev-null-check"' sh "$workdir" 2>/dev/null; then
+    as_root rm -rf "$workdir"
+    die "debootstrap cannot work here: device nodes created in $workdir cannot be opened (an unprivileged container?). Build the offline images once where Docker runs, with: make images-offline   (or run this container with --privileged)"
+  fi
+  as_root rm -f "$workdir/dev-null-check"
   log "building $base_tag: debootstrap $suite minbase + $base_packages from $mirror"
   run_logged debootstrap as_root debootstrap --variant=minbase --keyring="$keyring" \
     --include="$base_packages" "$suite" "$rootfs" "$mirror"
