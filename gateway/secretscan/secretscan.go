@@ -27,27 +27,27 @@ type Kind string
 // The detectors. Each has a pattern below, except KindExact (values the gateway was given)
 // and KindHighEntropy (opaque values in URLs and host names, off by default).
 const (
-	KindPrivateKey    Kind = "private-key"
-	KindGitHubToken   Kind = "github-token"
-	KindGitHubPAT     Kind = "github-fine-grained-token"
-	KindGitLabToken   Kind = "gitlab-token"
-	KindSlackToken    Kind = "slack-token"
-	KindSlackWebhook  Kind = "slack-webhook"
-	KindAnthropicKey  Kind = "anthropic-api-key"
-	KindOpenAIKey     Kind = "openai-api-key"
-	KindGoogleAPIKey  Kind = "google-api-key"
-	KindAWSKeyID      Kind = "aws-access-key-id"
-	KindAWSSecret     Kind = "aws-secret-access-key"
-	KindJWT           Kind = "json-web-token"
-	KindURLPassword   Kind = "url-password"
-	KindExact         Kind = "gateway-secret"
-	KindHighEntropy   Kind = "high-entropy-value"
-	maxFindings           = 32
-	minExactSecretLength  = 8
-	defaultEntropyMinLen  = 24
-	defaultEntropyBits    = 4.0
-	defaultLabelEntropy   = 3.3
-	defaultLabelMinLength = 24
+	KindPrivateKey        Kind = "private-key"
+	KindGitHubToken       Kind = "github-token"
+	KindGitHubPAT         Kind = "github-fine-grained-token"
+	KindGitLabToken       Kind = "gitlab-token"
+	KindSlackToken        Kind = "slack-token"
+	KindSlackWebhook      Kind = "slack-webhook"
+	KindAnthropicKey      Kind = "anthropic-api-key"
+	KindOpenAIKey         Kind = "openai-api-key"
+	KindGoogleAPIKey      Kind = "google-api-key"
+	KindAWSKeyID          Kind = "aws-access-key-id"
+	KindAWSSecret         Kind = "aws-secret-access-key"
+	KindJWT               Kind = "json-web-token"
+	KindURLPassword       Kind = "url-password"
+	KindExact             Kind = "gateway-secret"
+	KindHighEntropy       Kind = "high-entropy-value"
+	maxFindings                = 32
+	minExactSecretLength       = 8
+	defaultEntropyMinLen       = 24
+	defaultEntropyBits         = 4.0
+	defaultLabelEntropy        = 3.3
+	defaultLabelMinLength      = 24
 )
 
 // A pattern finds one kind of secret. Every match of re contains one of hints (case

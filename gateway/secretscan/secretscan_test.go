@@ -87,7 +87,7 @@ func TestScanIgnoresLookalikes(t *testing.T) {
 		"http://user@example.com/",                   // no password
 		"postgres://localhost:5432/db",               // a port, not a password
 		"aws_secret_access_key = os.Getenv(\"AWS\")", // not a literal key
-		"eyJhbGciOi",                                 // a JWT header alone
+		"eyJhbGciOi", // a JWT header alone
 		"sk-" + "ant-short",
 		"xoxb-notatoken",
 	} {
