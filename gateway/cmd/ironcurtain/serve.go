@@ -81,6 +81,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 	var closers closeStack
 	defer func() { err = errors.Join(err, closers.close(log)) }()
+	startupLimits(cfg, log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -194,8 +195,19 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 	log.Info("gateway listening", "agent_api", apiLn.Addr().String(), "egress_proxy", proxyLn.Addr().String(), "ops", opsLn.Addr().String(), "version", version)
 
-	apiSrv := &http.Server{Handler: apiMux, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	opsSrv := &http.Server{Handler: opsHandler, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	apiLimited, apiSrv, err := limitedServer("agent", apiLn, cfg.Agent.AgentLimits(), apiMux, agentBudget(cfg), reg, log)
+	var opsLimited net.Listener
+	var opsSrv *http.Server
+	if err == nil {
+		opsLimited, opsSrv, err = limitedServer("ops", opsLn, cfg.Ops.OpsLimits(), opsHandler, opsBudget, reg, log)
+	}
+	if err != nil {
+		apiLn.Close()
+		proxyLn.Close()
+		opsLn.Close()
+		return fmt.Errorf("limiting the listeners: %w", err)
+	}
+	apiLn, opsLn = apiLimited, opsLimited
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveHTTP(apiSrv, apiLn, "agent API") })

@@ -3,6 +3,7 @@ package config
 import (
 	"net"
 	"strings"
+	"time"
 )
 
 // DefaultAgentListen is the agent-facing API's listen address (/mcp, /llm/).
@@ -20,6 +21,10 @@ const DefaultAgentListen = ":8080"
 type AgentConfig struct {
 	Listen     string            `yaml:"listen"`
 	TokenFiles map[string]string `yaml:"token_files"`
+	// Limits bound connections (listener.go).
+	Limits ListenerLimits `yaml:",inline"`
+	// StreamMaxDuration bounds one MCP event stream (GET /mcp); default 1h.
+	StreamMaxDuration time.Duration `yaml:"stream_max_duration"`
 }
 
 // ListenAddr returns Listen or the default.
@@ -37,6 +42,10 @@ func (a *AgentConfig) Validate() error {
 		if _, port, err := net.SplitHostPort(a.Listen); err != nil || port == "" {
 			errs = append(errs, Errorf("listen", "must be host:port or :port"))
 		}
+	}
+	errs = append(errs, a.Limits.validate()...)
+	if a.StreamMaxDuration < 0 || (a.StreamMaxDuration > 0 && a.StreamMaxDuration < time.Minute) || a.StreamMaxDuration > 24*time.Hour {
+		errs = append(errs, Errorf("stream_max_duration", "must be between 1m and 24h (0: the default %s), not %s", DefaultStreamMaxDuration, a.StreamMaxDuration))
 	}
 	for name, path := range a.TokenFiles {
 		if strings.TrimSpace(name) == "" {

@@ -274,8 +274,14 @@ func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if name == "-" {
+			continue
+		}
+		if opts == "inline" && f.Type.Kind() == reflect.Struct {
+			if inner, ok := fieldByTag(f.Type, key); ok {
+				return inner, true
+			}
 			continue
 		}
 		if name == "" {

@@ -21,6 +21,8 @@ const DefaultOpsListen = ":8081"
 type OpsConfig struct {
 	Listen             string            `yaml:"listen"`
 	OperatorTokenFiles map[string]string `yaml:"operator_token_files"`
+	// Limits bound connections (listener.go).
+	Limits ListenerLimits `yaml:",inline"`
 }
 
 // ListenAddr returns Listen or the default.
@@ -39,6 +41,7 @@ func (o *OpsConfig) Validate() error {
 			errs = append(errs, Errorf("listen", "must be host:port or :port"))
 		}
 	}
+	errs = append(errs, o.Limits.validate()...)
 	for name, path := range o.OperatorTokenFiles {
 		if strings.TrimSpace(name) == "" {
 			errs = append(errs, Errorf("operator_token_files", "empty operator name"))

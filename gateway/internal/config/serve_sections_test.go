@@ -17,6 +17,12 @@ func TestServeSectionsValidate(t *testing.T) {
 		{name: "agent listen without port", v: &AgentConfig{Listen: "8080"}, wantErr: "listen"},
 		{name: "agent empty token file", v: &AgentConfig{TokenFiles: map[string]string{"ci": ""}}, wantErr: "token_files.ci"},
 		{name: "agent empty session name", v: &AgentConfig{TokenFiles: map[string]string{" ": "/x"}}, wantErr: "token_files"},
+		{name: "agent limits ok", v: &AgentConfig{Limits: ListenerLimits{MaxConnections: 100, MaxConnectionsPerClient: 10, IdleTimeout: time.Minute}, StreamMaxDuration: time.Hour}},
+		{name: "agent per-client above cap", v: &AgentConfig{Limits: ListenerLimits{MaxConnections: 10, MaxConnectionsPerClient: 11}}, wantErr: "max_connections_per_client"},
+		{name: "agent negative cap", v: &AgentConfig{Limits: ListenerLimits{MaxConnections: -1}}, wantErr: "max_connections"},
+		{name: "agent idle timeout too short", v: &AgentConfig{Limits: ListenerLimits{IdleTimeout: time.Millisecond}}, wantErr: "idle_timeout"},
+		{name: "agent stream too short", v: &AgentConfig{StreamMaxDuration: time.Second}, wantErr: "stream_max_duration"},
+		{name: "ops per-client above cap", v: &OpsConfig{Limits: ListenerLimits{MaxConnections: 5, MaxConnectionsPerClient: 6}}, wantErr: "max_connections_per_client"},
 		{name: "git defaults", v: &GitConfig{}},
 		{name: "git ok", v: &GitConfig{MirrorDir: "/var/lib/ic/git", TokenFile: "/run/secrets/t", Timeout: time.Second}},
 		{name: "git relative mirror", v: &GitConfig{MirrorDir: "mirror"}, wantErr: "mirror_dir"},
@@ -64,5 +70,40 @@ func TestParseServeSectionsNamesBadField(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
+	}
+}
+
+func TestListenerLimitsFromYAML(t *testing.T) {
+	c, err := Parse("gateway.yaml", []byte("agent:\n  max_connections: 100\n  idle_timeout: 5s\nops:\n  max_connections_per_client: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, o := c.Agent.AgentLimits(), c.Ops.OpsLimits()
+	if a.MaxConnections != 100 || a.MaxConnectionsPerClient != 100 || a.IdleTimeout != 5*time.Second {
+		t.Errorf("agent limits %+v", a)
+	}
+	if o.MaxConnections != DefaultOpsMaxConnections || o.MaxConnectionsPerClient != 3 || o.IdleTimeout != DefaultListenerIdleTimeout {
+		t.Errorf("ops limits %+v", o)
+	}
+	if _, err := Parse("gateway.yaml", []byte("agent:\n  max_connections: 10\n  max_connections_per_client: 20\n")); err == nil || !strings.Contains(err.Error(), "agent.max_connections_per_client") {
+		t.Errorf("Parse = %v, want an error naming agent.max_connections_per_client", err)
+	}
+}
+
+func TestUnsafeSettings(t *testing.T) {
+	c, err := Parse("gateway.yaml", []byte("egress:\n  unsafe_skip_sni_check: true\n  unsafe_allow_addresses: [10.0.0.0/8]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.UnsafeSettings(), ",")
+	if got != "egress.unsafe_allow_addresses,egress.unsafe_skip_sni_check" {
+		t.Errorf("UnsafeSettings = %q", got)
+	}
+	c, err = Parse("gateway.yaml", []byte("egress:\n  unsafe_skip_sni_check: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := c.UnsafeSettings(); len(u) != 0 {
+		t.Errorf("UnsafeSettings = %q, want none", u)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
 )
 
@@ -408,6 +409,7 @@ func (r *Relay) refuseUnauthenticated(w http.ResponseWriter, _ *http.Request, pr
 	label := providerLabel(provName)
 	r.metrics.refusals.WithLabelValues(label, rf.reason).Inc()
 	r.metrics.requests.WithLabelValues(label, codeLabel(rf.status)).Inc()
+	netlimit.DontDrain(w) // close instead of draining a body trickled after the refusal
 	writeRefusal(w, provName, rf)
 }
 

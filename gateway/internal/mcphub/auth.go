@@ -1,6 +1,9 @@
 package mcphub
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
 )
 
@@ -24,6 +28,14 @@ const (
 // put in the request context for the pipeline.
 func (h *Hub) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodPost, http.MethodDelete:
+		default:
+			w.Header().Set("Allow", "GET, POST, DELETE")
+			netlimit.DontDrain(w)
+			http.Error(w, "method not allowed: /mcp takes GET, POST and DELETE", http.StatusMethodNotAllowed)
+			return
+		}
 		tok, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok {
 			h.refuseAuth(w, r, authMissing, "")
@@ -44,7 +56,21 @@ func (h *Hub) authenticate(next http.Handler) http.Handler {
 			http.Error(w, "Invalid session ID", http.StatusNotFound)
 			return
 		}
+		if r.Method == http.MethodGet && sid == "" {
+			// An event stream belongs to an MCP session: without one it would be held open
+			// for nothing (and for ever).
+			http.Error(w, "an event stream needs an MCP session: send Mcp-Session-Id from initialize", http.StatusBadRequest)
+			return
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxRequestBytes)
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err == nil && isBatch(body) {
+				writeRPCError(w, http.StatusBadRequest, -32600, "JSON-RPC batches are not supported: send one request per HTTP request")
+				return
+			}
+			r.Body = &replayBody{data: body, err: err}
+		}
 		r = r.WithContext(session.WithSession(r.Context(), sess))
 		if sid == "" {
 			// An initialize: remember who owns the session it creates.
@@ -60,6 +86,41 @@ func (h *Hub) authenticate(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// isBatch reports whether a JSON-RPC body is a batch (a JSON array).
+func isBatch(body []byte) bool {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	return len(trimmed) > 0 && trimmed[0] == '['
+}
+
+// writeRPCError answers with a JSON-RPC error object (id null).
+func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// replayBody is a request body read ahead of the transport: the bytes, then the read's error
+// (a too-large body stays too large for the transport).
+type replayBody struct {
+	data []byte
+	err  error
+}
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	if len(b.data) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
+
+func (b *replayBody) Close() error { return nil }
 
 // bearerToken extracts the token of an "Authorization: Bearer" header.
 func bearerToken(v string) (string, bool) {
@@ -81,6 +142,7 @@ func (h *Hub) refuseAuth(w http.ResponseWriter, r *http.Request, reason, fingerp
 	}
 	h.log.Warn("MCP request refused: agent token missing or unknown", attrs...)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="ironcurtain"`)
+	netlimit.DontDrain(w) // close instead of draining a body trickled after the refusal
 	http.Error(w, "unauthorized: a valid agent token is required (Authorization: Bearer <token>)", http.StatusUnauthorized)
 }
 

@@ -437,6 +437,10 @@ func TestRawProtocolEdges(t *testing.T) {
 	if got := strings.Join(rules, ","); got != policy.RuleInvalidArgument+","+policy.RuleUnknownTool {
 		t.Fatalf("recorded rules = %s", got)
 	}
+	// What was sent is what is recorded: the array, not null.
+	if got := string(f.sink.decisions()[0].Args); got != "[1,2]" {
+		t.Errorf("arguments recorded as %s, want [1,2]", got)
+	}
 	for _, e := range f.sink.all() {
 		if d, ok := e.(*audit.ToolCallDecision); ok && d.SessionID != "agent-a" {
 			t.Errorf("decision without the session: %+v", d)

@@ -286,7 +286,7 @@ func (h *Hub) toolHandler(e *toolEntry) server.ToolHandlerFunc {
 		args, ok := callArgs(req)
 		var res servers.Result
 		if !ok {
-			res = h.refuseBadArgs(ctx, sess, e)
+			res = h.refuseBadArgs(ctx, sess, e, req.Params.Arguments)
 		} else {
 			res = h.Call(ctx, CallRequest{Session: sess, Tool: e.key, Args: args, Notify: h.mcpNotifier(ctx, req)})
 		}

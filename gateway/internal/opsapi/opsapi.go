@@ -23,6 +23,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/netlimit"
 )
 
 // Escalations is what the API needs from the escalator (*escalation.PG).
@@ -128,6 +129,7 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			a.authFailure.Inc()
 			a.log.Warn("ops API: refused request without a valid operator token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ironcurtain-ops"`)
+			netlimit.DontDrain(w) // close instead of draining a body trickled after the refusal
 			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid operator token is required")
 			return
 		}
