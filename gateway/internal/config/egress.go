@@ -45,6 +45,9 @@ type EgressConfig struct {
 	// MaxConnections caps the proxy's client connections, all sessions
 	// together.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerClient caps one client address's connections (default
+	// 256, below max_connections).
+	MaxConnectionsPerClient int `yaml:"max_connections_per_client"`
 	// ConnectTimeout bounds DNS plus TCP connect to the target.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// IdleTimeout closes a tunnel with no traffic either way.
@@ -95,6 +98,11 @@ func (e *EgressConfig) Validate() error {
 	}
 	if e.MaxConnections < 0 {
 		errs = append(errs, Errorf("max_connections", "must not be negative"))
+	}
+	if e.MaxConnectionsPerClient < 0 {
+		errs = append(errs, Errorf("max_connections_per_client", "must not be negative"))
+	} else if e.MaxConnections > 0 && e.MaxConnectionsPerClient > e.MaxConnections {
+		errs = append(errs, Errorf("max_connections_per_client", "(%d) must not exceed max_connections (%d)", e.MaxConnectionsPerClient, e.MaxConnections))
 	}
 	if e.MaxHeaderBytes < 0 || e.MaxHeaderBytes > 1<<20 {
 		errs = append(errs, Errorf("max_header_bytes", "must be between 0 (default) and 1048576"))

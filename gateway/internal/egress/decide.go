@@ -63,6 +63,9 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, st *reqState, h net
 
 func (p *Proxy) refuse(st *reqState, ref *refusal) *refusal {
 	st.deny(ref.rule, ref.reason)
+	if ref.rule == ruleAuth && st.session == "" {
+		return ref // summarised per source and minute, like its record (authagg.go)
+	}
 	p.log.Info("egress: refused", "id", st.id, "session", st.session, "host", st.host.String(), "port", st.port,
 		"rule", ref.rule, "reason", ref.reason)
 	return ref

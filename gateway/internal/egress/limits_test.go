@@ -2,6 +2,7 @@ package egress
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -468,43 +469,42 @@ func TestNewProxyValidates(t *testing.T) {
 	}
 }
 
-// MaxConnections caps client connections across sessions: further clients
-// wait until a connection closes.
+// MaxConnections caps client connections across sessions: when every connection is busy (a
+// tunnel), a further client is refused at once; when one closes, a new one is served.
 func TestProxyMaxConnections(t *testing.T) {
 	port := echoUpstream(t)
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
 		noSNI(c)
 		c.MaxConnections = 2
+		c.MaxConnectionsPerClient = 2
 		c.ReadHeaderTimeout = 10 * time.Second
 	}))
+	target := hostPort("example.com", port)
 	var held []net.Conn
 	for i := 0; i < 2; i++ {
-		c, err := net.Dial("tcp", tp.addr)
-		if err != nil {
-			t.Fatal(err)
+		c, resp := rawConnect(t, tp.addr, target, basicAuth(tokenS1))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("tunnel %d: status %d", i, resp.StatusCode)
 		}
 		defer c.Close()
 		held = append(held, c)
 	}
-	time.Sleep(100 * time.Millisecond) // let the proxy accept both
 	third, err := net.Dial("tcp", tp.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer third.Close()
-	target := hostPort("example.com", port)
-	if _, err := io.WriteString(third, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\nProxy-Authorization: "+basicAuth(tokenS1)+"\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if n, _ := third.Read(make([]byte, 1)); n != 0 {
-		t.Fatal("a third connection was served while two were open")
+	_, _ = io.WriteString(third, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\nProxy-Authorization: "+basicAuth(tokenS1)+"\r\n\r\n")
+	_ = third.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, err := third.Read(make([]byte, 1)); n != 0 || err == nil || isTimeout(err) {
+		t.Fatalf("a third connection was served or held while two tunnels were busy (n=%d, err=%v)", n, err)
 	}
 	held[0].Close()
-	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
-	buf := make([]byte, 12)
-	if _, err := io.ReadFull(third, buf); err != nil || string(buf) != "HTTP/1.1 200" {
-		t.Fatalf("after a slot freed: %q, %v", buf, err)
+	time.Sleep(100 * time.Millisecond)
+	c, resp := rawConnect(t, tp.addr, target, basicAuth(tokenS1))
+	defer c.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after a tunnel closed: status %d", resp.StatusCode)
 	}
 }
 
@@ -587,5 +587,85 @@ func TestProxyPendingEscalationsCountAgainstCap(t *testing.T) {
 	}
 	if s := <-pending; s != http.StatusOK {
 		t.Fatalf("escalated request: %d", s)
+	}
+}
+
+// assertAuthAggregated checks that n unauthenticated requests wrote no row of their own and
+// that one flush writes one row for their source, counting them.
+func assertAuthAggregated(t *testing.T, tp *testProxy, n int) {
+	t.Helper()
+	time.Sleep(50 * time.Millisecond) // let the request finish
+	if evs := tp.sink.all(); len(evs) != 0 {
+		t.Fatalf("unauthenticated requests wrote %d rows of their own: %+v", len(evs), evs[0])
+	}
+	tp.p.flushAuthFailures()
+	ev := tp.sink.wait(t, 1)
+	want := fmt.Sprintf("%d proxy requests without a valid agent token from 127.0.0.1", n)
+	if ev.Kind != "auth-failures" || ev.Rule != ruleAuth || ev.Decision != "deny" || !strings.Contains(ev.Reason, want) {
+		t.Fatalf("aggregated event = %+v, want %q", ev, want)
+	}
+	if got := testutil.ToFloat64(tp.p.metrics.authFailures); got != float64(n) {
+		t.Fatalf("ironcurtain_egress_auth_failures_total = %v, want %d", got, n)
+	}
+}
+
+// A thousand unauthenticated CONNECTs cost one audit row (per source and minute), not a
+// thousand, and are counted.
+func TestProxyAggregatesAuthFailures(t *testing.T) {
+	port := echoUpstream(t)
+	tp := startProxy(t, port, withConfig(noSNI))
+	target := hostPort("example.com", port)
+	const n = 1000
+	for i := 0; i < n; i++ {
+		c, resp := rawConnect(t, tp.addr, target, "")
+		if resp.StatusCode != http.StatusProxyAuthRequired {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+		resp.Body.Close()
+		c.Close()
+	}
+	assertAuthAggregated(t, tp, n)
+	tp.p.flushAuthFailures()
+	time.Sleep(20 * time.Millisecond)
+	if evs := tp.sink.all(); len(evs) != 1 {
+		t.Fatalf("%d rows after a second flush with nothing new, want 1", len(evs))
+	}
+}
+
+// 1,024 idle connections that never send a request head, from the same client, do not make
+// a legitimate CONNECT wait (they give way), nor from another client.
+func TestProxyIdleConnectionsDoNotDelayConnect(t *testing.T) {
+	port := echoUpstream(t)
+	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
+		noSNI(c)
+		c.ReadHeaderTimeout = 30 * time.Second
+	}))
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 1024; i++ {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", i, err)
+		}
+		idle = append(idle, c)
+	}
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
+	defer c.Close()
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: status %d", resp.StatusCode)
+	}
+	t.Logf("CONNECT with 1,024 idle unauthenticated connections open: %v", took)
+	if took > 500*time.Millisecond {
+		t.Fatalf("CONNECT waited %v behind idle connections", took)
+	}
+	if open := tp.p.limiter.Stats().Open; open > DefaultMaxConnsPerClient+1 {
+		t.Fatalf("%d connections held from one client, cap %d", open, DefaultMaxConnsPerClient)
 	}
 }

@@ -20,6 +20,7 @@ type metrics struct {
 	bytes         *prometheus.CounterVec
 	dial          prometheus.Histogram
 	auditFailures prometheus.Counter
+	authFailures  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -45,11 +46,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ironcurtain_egress_audit_failures_total",
 			Help: "Egress events the audit sink failed to store (new egress is refused until a write succeeds).",
 		}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironcurtain_egress_auth_failures_total",
+			Help: "Proxy requests without a valid agent token (recorded as one audit row per source per minute).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.active, m.bytes, m.dial, m.auditFailures} {
+	for _, c := range []prometheus.Collector{m.requests, m.active, m.bytes, m.dial, m.auditFailures, m.authFailures} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

@@ -18,6 +18,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/netpolicy"
 )
@@ -31,6 +32,7 @@ const (
 	DefaultMaxHeaderBytes       = 32 << 10
 	DefaultDrainTimeout         = 30 * time.Second
 	DefaultMaxConnections       = 1024
+	DefaultMaxConnsPerClient    = 256
 )
 
 // DefaultAllowedPorts are the destination ports allowed when
@@ -65,8 +67,12 @@ type ProxyConfig struct {
 	// MaxHeaderBytes bounds a request head.
 	MaxHeaderBytes int
 	// MaxConnections caps the client connections open at once, all
-	// sessions together (more wait in the listen backlog).
+	// sessions together; at the cap an idle connection (no request head yet)
+	// is closed to make room, and a new one is refused when none is idle.
 	MaxConnections int
+	// MaxConnectionsPerClient caps the connections of one client address,
+	// below MaxConnections.
+	MaxConnectionsPerClient int
 	// DrainTimeout bounds how long Serve waits for open tunnels on shutdown
 	// before it closes them.
 	DrainTimeout time.Duration
@@ -116,6 +122,10 @@ type Proxy struct {
 	pending  map[approvalKey]*pendingEscalation // escalations in flight
 	inflight sync.WaitGroup
 	conns    map[net.Conn]struct{} // hijacked connections, closed when a drain times out
+
+	limiter       *netlimit.Limiter // set by Serve
+	authFails     *authFailures // unauthenticated requests, written as one row per source per minute
+	authAggWindow time.Duration // authAggWindow; shorter in tests
 }
 
 // NewProxy validates c and builds the proxy.
@@ -133,11 +143,15 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 	setDefault(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&c.MaxConnections, DefaultMaxConnections)
+	setDefault(&c.MaxConnectionsPerClient, min(DefaultMaxConnsPerClient, c.MaxConnections))
+	if c.MaxConnectionsPerClient > c.MaxConnections {
+		return nil, fmt.Errorf("creating egress proxy: max_connections_per_client (%d) exceeds max_connections (%d)", c.MaxConnectionsPerClient, c.MaxConnections)
+	}
 	if len(c.AllowedPorts) == 0 {
 		c.AllowedPorts = DefaultAllowedPorts
 	}
 	if c.MaxTunnelsPerSession < 0 || c.ConnectTimeout < 0 || c.IdleTimeout < 0 || c.ReadHeaderTimeout < 0 ||
-		c.MaxHeaderBytes < 0 || c.DrainTimeout < 0 || c.MaxConnections < 0 {
+		c.MaxHeaderBytes < 0 || c.DrainTimeout < 0 || c.MaxConnections < 0 || c.MaxConnectionsPerClient < 0 {
 		return nil, errors.New("creating egress proxy: negative limit")
 	}
 	ports := make(map[int]bool, len(c.AllowedPorts))
@@ -159,7 +173,7 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 		cfg: c, guard: g, auth: d.Auth, sink: d.Sink, escalator: d.Escalator, approvals: d.Approvals,
 		log: d.Logger, metrics: m, ports: ports,
 		perSess: map[string]int{}, approved: map[approvalKey]string{}, pending: map[approvalKey]*pendingEscalation{},
-		conns: map[net.Conn]struct{}{},
+		conns: map[net.Conn]struct{}{}, authFails: newAuthFailures(), authAggWindow: authAggWindow,
 	}
 	if p.escalator == nil {
 		p.escalator = escalation.Deny{}
@@ -221,6 +235,11 @@ func (p *Proxy) newGoproxy() *goproxy.ProxyHttpServer {
 // waits up to DrainTimeout for open requests and tunnels, closes the ones
 // still open, and returns. It returns nil after a shutdown caused by ctx.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	lim, err := netlimit.New(netlimit.Limits{MaxConns: p.cfg.MaxConnections, MaxPerClient: p.cfg.MaxConnectionsPerClient})
+	if err != nil {
+		return fmt.Errorf("serving egress proxy: %w", err)
+	}
+	p.limiter = lim
 	srv := &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: p.cfg.ReadHeaderTimeout,
@@ -228,8 +247,16 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		ConnContext:       headConnContext,
+		ConnState:         lim.ConnState,
 	}
-	hl := newHeadListener(ln, p.cfg.MaxHeaderBytes+4096, p.cfg.MaxConnections)
+	// The limiter caps connections per client and in all; a connection that has sent no
+	// request head (or sits idle between requests) gives way to a new one, so idle
+	// connections that never authenticate cannot keep a real CONNECT waiting.
+	hl := newHeadListener(lim.Listener(ln), p.cfg.MaxHeaderBytes+4096, 0)
+	flushCtx, stopFlush := context.WithCancel(context.Background())
+	flushed := make(chan struct{})
+	go func() { defer close(flushed); p.runAuthFlusher(flushCtx, p.authAggWindow) }()
+	defer func() { stopFlush(); <-flushed }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(hl) }()
 	select {
@@ -286,6 +313,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		kind = "connect"
 	}
 	st := newState(kind, r.Method)
+	st.client = clientHost(r.RemoteAddr)
 	p.mu.Lock()
 	draining := p.draining
 	if !draining {

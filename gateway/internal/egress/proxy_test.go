@@ -106,6 +106,11 @@ func TestProxyConnectRefused(t *testing.T) {
 					t.Fatalf("Proxy-Authenticate = %q", got)
 				}
 			}
+			if tt.wantStatus == 407 {
+				// Unauthenticated: no row per request, one per source and minute.
+				assertAuthAggregated(t, tp, 1)
+				return
+			}
 			ev := tp.sink.wait(t, 1)
 			wantSess := ""
 			if tt.auth == basicAuth(tokenS1) && tt.wantStatus != 400 {
@@ -317,6 +322,10 @@ func TestProxyPlainHTTP(t *testing.T) {
 			}
 			if !resp.Close {
 				t.Fatal("the proxy keeps the connection open after a plain HTTP response")
+			}
+			if tt.wantStatus == 407 {
+				assertAuthAggregated(t, tp, 1)
+				return
 			}
 			ev := tp.sink.wait(t, 1)
 			if ev.Kind != "http" || ev.Method != strings.Fields(tt.req)[0] {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,7 @@ type reqState struct {
 	start  time.Time
 	kind   string // connect | http
 	method string
+	client string // the client's address (IP), for aggregated auth failures
 
 	session string
 	host    netpolicy.Host
@@ -146,12 +148,27 @@ func (st *reqState) event() *audit.EgressEvent {
 // finish writes the request's audit event and updates the metrics. A failed
 // write marks the sink unhealthy: new egress is then refused until a write
 // (of a refusal, for instance) succeeds again.
+// clientHost is the IP of a RemoteAddr.
+func clientHost(remote string) string {
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		return h
+	}
+	return remote
+}
+
 func (p *Proxy) finish(st *reqState) {
 	if st.release != nil {
 		st.release()
 	}
 	ev := st.event()
 	p.metrics.requests.WithLabelValues(ev.Kind, ev.Decision).Inc()
+	if ev.Rule == ruleAuth && ev.SessionID == "" {
+		// No session: a stranger or a misconfigured client. Counted, and written as one
+		// row per source per minute (runAuthFlusher), never one row per request.
+		p.metrics.authFailures.Inc()
+		p.authFails.add(st.client, ev.Reason, st.start)
+		return
+	}
 	p.metrics.bytes.WithLabelValues("up").Add(float64(ev.BytesUp))
 	p.metrics.bytes.WithLabelValues("down").Add(float64(ev.BytesDown))
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)

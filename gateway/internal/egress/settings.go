@@ -19,17 +19,18 @@ func ProxyConfigFrom(c *config.EgressConfig) (ProxyConfig, error) {
 		return ProxyConfig{}, fmt.Errorf("converting egress settings: %w", err)
 	}
 	return ProxyConfig{
-		Allow:                allow,
-		AllowedPorts:         append([]int(nil), c.AllowedPorts...),
-		Addresses:            netpolicy.AddressPolicy{UnsafeAllow: prefixes},
-		EscalateUnknownHosts: c.EscalateUnknownHosts,
-		MaxTunnelsPerSession: c.MaxTunnelsPerSession,
-		ConnectTimeout:       c.ConnectTimeout,
-		IdleTimeout:          c.IdleTimeout,
-		ReadHeaderTimeout:    c.ReadHeaderTimeout,
-		MaxHeaderBytes:       c.MaxHeaderBytes,
-		DrainTimeout:         c.DrainTimeout,
-		MaxConnections:       c.MaxConnections,
-		UnsafeSkipSNICheck:   c.UnsafeSkipSNICheck,
+		Allow:                   allow,
+		AllowedPorts:            append([]int(nil), c.AllowedPorts...),
+		Addresses:               netpolicy.AddressPolicy{UnsafeAllow: prefixes},
+		EscalateUnknownHosts:    c.EscalateUnknownHosts,
+		MaxTunnelsPerSession:    c.MaxTunnelsPerSession,
+		ConnectTimeout:          c.ConnectTimeout,
+		IdleTimeout:             c.IdleTimeout,
+		ReadHeaderTimeout:       c.ReadHeaderTimeout,
+		MaxHeaderBytes:          c.MaxHeaderBytes,
+		DrainTimeout:            c.DrainTimeout,
+		MaxConnections:          c.MaxConnections,
+		MaxConnectionsPerClient: c.MaxConnectionsPerClient,
+		UnsafeSkipSNICheck:      c.UnsafeSkipSNICheck,
 	}, nil
 }

@@ -85,8 +85,8 @@ func (l *Limiter) Listener(ln net.Listener) net.Listener { return &listener{List
 // StateNew (no request yet) and StateIdle (between keep-alive requests) are idle;
 // StateActive and StateHijacked are busy.
 func (l *Limiter) ConnState(c net.Conn, s http.ConnState) {
-	tc, ok := c.(*Conn)
-	if !ok {
+	tc := unwrap(c)
+	if tc == nil {
 		return
 	}
 	switch s {
@@ -240,6 +240,22 @@ func (c *Conn) NetConn() net.Conn { return c.Conn }
 
 // Client returns the client address (IP) the connection counts against.
 func (c *Conn) Client() string { return c.client }
+
+// unwrap finds the *Conn under wrappers that expose NetConn (as http.Server passes the
+// connection its listener returned, which may wrap ours).
+func unwrap(c net.Conn) *Conn {
+	for i := 0; i < 8 && c != nil; i++ {
+		if tc, ok := c.(*Conn); ok {
+			return tc
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.NetConn()
+	}
+	return nil
+}
 
 // clientOf is the IP of addr (the whole string when it has no port).
 func clientOf(addr net.Addr) string {
