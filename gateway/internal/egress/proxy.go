@@ -124,8 +124,8 @@ type Proxy struct {
 	conns    map[net.Conn]struct{} // hijacked connections, closed when a drain times out
 
 	limiter       *netlimit.Limiter // set by Serve
-	authFails     *authFailures // unauthenticated requests, written as one row per source per minute
-	authAggWindow time.Duration // authAggWindow; shorter in tests
+	authFails     *authFailures     // unauthenticated requests, written as one row per source per minute
+	authAggWindow time.Duration     // authAggWindow; shorter in tests
 }
 
 // NewProxy validates c and builds the proxy.
