@@ -12,7 +12,8 @@ import (
 
 // listener holds one LISTEN connection per gateway and wakes the waiters of
 // the escalation named in each notification. After a reconnect it wakes
-// every waiter, since notifications sent meanwhile were lost.
+// every waiter, since notifications sent meanwhile were lost; a waiter whose
+// re-read fails retries it (PG.wait) rather than giving up.
 type listener struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
@@ -72,40 +73,61 @@ func (l *listener) wakeAll() {
 }
 
 // run keeps a LISTEN connection open until ctx ends, reconnecting with
-// backoff.
+// jittered exponential back-off (retryBase doubling to listenMax), reset
+// once a connection has listened. The outage is logged when it starts and
+// when it ends, not once per attempt.
 func (l *listener) run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	b := newBackoff(retryBase, listenMax)
+	var down time.Time // when the connection was lost (zero: listening)
+	attempts := 0
 	for ctx.Err() == nil {
-		err := l.listenOnce(ctx)
+		listened, err := l.listenOnce(ctx, func() {
+			if !down.IsZero() {
+				l.log.Info("escalation listener reconnected", "after", time.Since(down).Round(time.Millisecond), "attempts", attempts)
+			}
+			down, attempts = time.Time{}, 0
+			b.reset()
+		})
 		if ctx.Err() != nil {
 			return
 		}
-		l.m.listenerReconnects.Inc()
-		l.log.Warn("escalation listener lost its connection; reconnecting", "err", err, "in", backoff)
+		if listened || down.IsZero() {
+			down = time.Now()
+			l.m.listenerReconnects.Inc()
+			l.log.Warn("escalation listener lost its connection; reconnecting with back-off", "err", err)
+		}
+		attempts++
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(b.delay()):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
-func (l *listener) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig.Copy())
+// listenOnce connects, listens and delivers notifications until the
+// connection fails. listening runs once LISTEN succeeded; listened reports
+// whether it did.
+func (l *listener) listenOnce(ctx context.Context, listening func()) (listened bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	conn, err := pgx.ConnectConfig(cctx, l.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return err
+		cancel()
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return err
+	_, err = conn.Exec(cctx, "LISTEN "+notifyChannel)
+	cancel()
+	if err != nil {
+		return false, err
 	}
 	l.once.Do(func() { close(l.ready) })
+	listening()
 	l.wakeAll() // anything decided while we were not listening
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		l.wake(n.Payload)
 	}

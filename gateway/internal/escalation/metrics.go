@@ -16,6 +16,8 @@ type metrics struct {
 	listenerReconnects prometheus.Counter
 	reused             *prometheus.CounterVec // status (pending|approved) when attached
 	approvalRefused    *prometheus.CounterVec // reason (used|stale)
+	readRetries        prometheus.Counter     // reads retried while the database was unreachable
+	gaveUp             prometheus.Counter     // waits ended because the database stayed unreachable
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -57,11 +59,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ironcurtain_escalation_approvals_refused_total",
 			Help: "Calls refused an approval, by reason: used (it already ran another call) or stale (decided otherwise, or too old, before the call could use it).",
 		}, []string{"reason"}),
+		readRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironcurtain_escalation_db_retries_total",
+			Help: "Reads and updates of waiting escalations retried because the database was unreachable (jittered back-off until the escalation's deadline).",
+		}),
+		gaveUp: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironcurtain_escalation_db_unavailable_total",
+			Help: "Waiting calls refused because the database was still unreachable at the escalation's deadline.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.opened, m.decided, m.pending, m.waitSeconds, m.webhookSent, m.webhookFailures, m.listenerReconnects, m.reused, m.approvalRefused} {
+	for _, c := range []prometheus.Collector{m.opened, m.decided, m.pending, m.waitSeconds, m.webhookSent, m.webhookFailures, m.listenerReconnects, m.reused, m.approvalRefused, m.readRetries, m.gaveUp} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering escalation metrics: %w", err)
 		}

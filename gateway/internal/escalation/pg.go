@@ -295,13 +295,35 @@ RETURNING `+escalationColumns,
 }
 
 // wait blocks until e is decided, expires, ctx ends or the gateway closes.
+//
+// A database outage shorter than the escalation's remaining time does not
+// end the wait: a read that fails for a transient reason (connection
+// refused or broken, a restart, a timeout) is retried with jittered
+// exponential back-off until the escalation's deadline, as last read from
+// the database (before the first successful read: Config.Timeout from now,
+// an upper bound). Only when the deadline passes while the database is
+// still unreachable does the wait end, with ErrDatabaseUnavailable.
 func (p *PG) wait(ctx context.Context, e Escalation) (Result, error) {
 	wake, unsubscribe := p.listener.subscribe(e.ID)
 	defer unsubscribe()
+	deadline := time.Now().Add(p.cfg.Timeout)
 	for {
 		// Re-read after subscribing: a decision that landed before the
 		// subscription is seen here, one after it wakes us.
-		cur, remaining, err := p.getWithRemaining(ctx, e.ID)
+		var (
+			cur       Escalation
+			remaining time.Duration
+		)
+		err := p.retryUntil(ctx, deadline, wake, "waiting for escalation "+e.ID, func(actx context.Context) error {
+			var err error
+			cur, remaining, err = p.getWithRemaining(actx, e.ID)
+			if err == nil && cur.Status == StatusPending && remaining <= 0 {
+				if _, err = p.expireOverdue(actx, e.ID); err == nil {
+					cur, remaining, err = p.getWithRemaining(actx, e.ID)
+				}
+			}
+			return err
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return Result{}, fmt.Errorf("waiting for escalation %s: %w", e.ID, ctx.Err())
@@ -312,11 +334,9 @@ func (p *PG) wait(ctx context.Context, e Escalation) (Result, error) {
 			p.m.waitSeconds.Observe(time.Since(cur.CreatedAt).Seconds())
 			return cur.result(), nil
 		}
+		deadline = time.Now().Add(remaining)
 		if remaining <= 0 {
-			if _, err := p.expireOverdue(ctx, e.ID); err != nil {
-				return Result{}, fmt.Errorf("expiring escalation %s: %w", e.ID, err)
-			}
-			continue // read the final state (expired, or decided just before)
+			continue // decided (or expired) by someone else in between: read again
 		}
 		timer := time.NewTimer(min(remaining, p.cfg.PollInterval))
 		select {

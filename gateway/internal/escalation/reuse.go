@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -89,28 +90,60 @@ FROM escalations WHERE id = $1`, req.ID), &stored, &storedDigest)
 // consume hands the approval of escalation id to callID, once: the row
 // records the call that runs on it. Another call than the escalation's own
 // may use it only within Config.ReuseWindow of the approval.
+//
+// A transient database failure is retried (jittered back-off, at most
+// consumeBudget): an approved call is not refused for a blip. When an
+// earlier attempt of this consume failed after sending the update, its
+// commit may have gone through with the answer lost: a row that then names
+// callID is this call's own use, not another's. (Outside that case a row
+// that already names callID means the call ran before: refused as used.)
 func (p *PG) consume(ctx context.Context, id, callID string) (Result, error) {
-	e, err := scanEscalation(p.pool.QueryRow(ctx, `
+	var (
+		res       Result
+		outcome   error
+		ambiguous bool // an update was sent and its answer lost
+	)
+	err := p.retryUntil(ctx, time.Now().Add(consumeBudget), nil, "using the approval of escalation "+id, func(actx context.Context) error {
+		res, outcome = Result{}, nil
+		e, err := scanEscalation(p.pool.QueryRow(actx, `
 UPDATE escalations SET consumed_by_call_id = $2, consumed_at = now()
 WHERE id = $1 AND status = 'approved' AND consumed_by_call_id IS NULL
   AND (call_id = $2 OR decided_at > now() - make_interval(secs => $3::float8))
 RETURNING `+escalationColumns, id, callID, p.cfg.ReuseWindow.Seconds()))
-	if err == nil {
-		return e.result(), nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return Result{}, fmt.Errorf("using the approval of escalation %s: %w", id, err)
-	}
-	cur, err := p.Get(ctx, id)
+		if err == nil {
+			res = e.result()
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			ambiguous = true
+			return err
+		}
+		cur, err := scanEscalation(p.pool.QueryRow(actx, `SELECT `+escalationColumns+` FROM escalations WHERE id = $1`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case ambiguous && cur.ConsumedByCallID == callID && cur.Status == StatusApproved:
+			res = cur.result() // our own earlier attempt committed
+		case cur.ConsumedByCallID != "":
+			p.m.approvalRefused.WithLabelValues("used").Inc()
+			res, outcome = Result{ID: id, Status: cur.Status}, fmt.Errorf("%w (call %s)", ErrApprovalUsed, cur.ConsumedByCallID)
+		default:
+			p.m.approvalRefused.WithLabelValues("stale").Inc()
+			res, outcome = Result{ID: id, Status: cur.Status}, ErrApprovalStale
+		}
+		return nil
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("using the approval of escalation %s: %w", id, err)
 	}
-	if cur.ConsumedByCallID != "" {
-		p.m.approvalRefused.WithLabelValues("used").Inc()
-		return Result{ID: id, Status: cur.Status}, fmt.Errorf("using the approval of escalation %s: %w (call %s)", id, ErrApprovalUsed, cur.ConsumedByCallID)
+	if outcome != nil {
+		return res, fmt.Errorf("using the approval of escalation %s: %w", id, outcome)
 	}
-	p.m.approvalRefused.WithLabelValues("stale").Inc()
-	return Result{ID: id, Status: cur.Status}, fmt.Errorf("using the approval of escalation %s: %w", id, ErrApprovalStale)
+	return res, nil
 }
 
 // exactDigestVersion prefixes stored exact digests.
