@@ -19,13 +19,18 @@ const (
 // CompiledPolicy is compiled-policy.json (the original's CompiledPolicyFile;
 // ServerName is set only in the per-server variant).
 type CompiledPolicy struct {
-	GeneratedAt      string           `json:"generatedAt,omitempty"`
-	ServerName       string           `json:"serverName,omitempty"`
-	ConstitutionHash string           `json:"constitutionHash,omitempty"`
-	InputHash        string           `json:"inputHash,omitempty"`
-	Rules            []CompiledRule   `json:"rules"`
-	ListDefinitions  []ListDefinition `json:"listDefinitions,omitempty"`
-	SkippedServers   []SkippedServer  `json:"skippedServers,omitempty"`
+	GeneratedAt      string `json:"generatedAt,omitempty"`
+	ServerName       string `json:"serverName,omitempty"`
+	ConstitutionHash string `json:"constitutionHash,omitempty"`
+	InputHash        string `json:"inputHash,omitempty"`
+	// Sandbox is the sandbox the rules were compiled for (an extension of
+	// the original's format, which ignores unknown top-level keys; absent
+	// in the original's artifacts). LoadDir rebases rules that name it to
+	// the configured sandbox; absent means DefaultCompiledSandbox.
+	Sandbox         string           `json:"sandbox,omitempty"`
+	Rules           []CompiledRule   `json:"rules"`
+	ListDefinitions []ListDefinition `json:"listDefinitions,omitempty"`
+	SkippedServers  []SkippedServer  `json:"skippedServers,omitempty"`
 }
 
 // CompiledRule is one ordered rule. Then is the decision when If holds.
@@ -139,6 +144,7 @@ func ParseCompiledPolicy(file string, b []byte) (*CompiledPolicy, error) {
 		ServerName       string            `json:"serverName"`
 		ConstitutionHash string            `json:"constitutionHash"`
 		InputHash        string            `json:"inputHash"`
+		Sandbox          string            `json:"sandbox"`
 		Rules            []json.RawMessage `json:"rules"`
 		ListDefinitions  []ListDefinition  `json:"listDefinitions"`
 		SkippedServers   []SkippedServer   `json:"skippedServers"`
@@ -150,7 +156,7 @@ func ParseCompiledPolicy(file string, b []byte) (*CompiledPolicy, error) {
 		return nil, fileErr(file, "rules", errors.New("missing"))
 	}
 	p := &CompiledPolicy{GeneratedAt: raw.GeneratedAt, ServerName: raw.ServerName, ConstitutionHash: raw.ConstitutionHash,
-		InputHash: raw.InputHash, ListDefinitions: raw.ListDefinitions, SkippedServers: raw.SkippedServers}
+		InputHash: raw.InputHash, Sandbox: raw.Sandbox, ListDefinitions: raw.ListDefinitions, SkippedServers: raw.SkippedServers}
 	for i, rr := range raw.Rules {
 		r, err := parseRule(rr)
 		if err != nil {

@@ -345,8 +345,9 @@ func (c *call) pathValues(roles roleSet, out []string) []string {
 
 // sandboxContainment marks the sandbox-safe path roles (Settings.
 // SandboxSafeRoles) whose values all lie in the sandbox (filesystem and git
-// servers only). Other path roles, in or out of the sandbox, are left to
-// the compiled rules.
+// servers only; a filesystem read-path value may also lie in a read-only
+// directory, Settings.ReadOnlyDirs). Other path roles, in or out of the
+// sandbox, are left to the compiled rules.
 func (c *call) sandboxContainment() {
 	sb := c.e.canon.sandbox
 	if sb == "" || !c.rr.anyPath || (c.req.Server != "filesystem" && c.req.Server != "git") {
@@ -373,7 +374,7 @@ func (c *call) sandboxContainment() {
 		}
 		all := true
 		for _, p := range vals {
-			if !within(p, sb) {
+			if !within(p, sb) && !(r == RoleReadPath && c.e.inReadOnly(c.req.Server, p)) {
 				all = false
 				break
 			}

@@ -21,6 +21,8 @@ type Engine struct {
 	settings Settings
 	shadow   *Engine
 	warnings []string
+	rebase   Rebase // how LoadDir moved the rules to the configured sandbox
+	reach    reach  // what confined servers can reach (reach.go)
 }
 
 // Evaluation is the outcome of one call: the decision, the arguments to send
@@ -171,9 +173,9 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 	}
 	c.sandboxContainment()
 	if ev, done := c.domainGate(); done {
-		return ev
+		return c.result(c.confine(ev.Decision))
 	}
-	return c.result(c.evaluateRules())
+	return c.result(c.confine(c.evaluateRules()))
 }
 
 // evaluateTrusted allows calls to trusted servers, except that the git push

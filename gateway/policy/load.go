@@ -14,6 +14,10 @@ import (
 // is set, that directory is loaded the same way and attached as a
 // report-only shadow. The policy directories and the annotations file are
 // added to the protected paths.
+//
+// The rules are rebased from the sandbox the policy was compiled for (its
+// "sandbox" field, else DefaultCompiledSandbox) to s.Sandbox: see
+// Engine.Rebase, which the caller logs.
 func LoadDir(dir string, s Settings) (*Engine, error) {
 	e, err := loadDir(dir, s)
 	if err != nil {
@@ -46,6 +50,10 @@ func loadDir(dir string, s Settings) (*Engine, error) {
 		return nil, err
 	}
 	pol, err := ParseCompiledPolicy(path, b)
+	if err != nil {
+		return nil, fmt.Errorf("loading policy: %w", err)
+	}
+	pol, rebase, err := rebaseToSettings(pol, s, path)
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
 	}
@@ -90,6 +98,7 @@ func loadDir(dir string, s Settings) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
 	}
+	e.rebase = rebase
 	return e, nil
 }
 
@@ -115,6 +124,7 @@ func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, f
 	if err := e.compileRules(p, l, files); err != nil {
 		return nil, err
 	}
+	e.checkReach()
 	return e, nil
 }
 
@@ -135,6 +145,9 @@ func (e *Engine) compileSettings(s Settings) error {
 			return settingsErr("sandbox", err)
 		}
 		e.canon.sandbox, e.canon.sandboxLex = real, lex
+	}
+	if err := e.compileReach(s); err != nil {
+		return err
 	}
 	for i, pp := range s.ProtectedPaths {
 		lex, err := cleanAbs(pp, home)

@@ -302,7 +302,7 @@ func (c *call) evaluateRole(role Role) Decision {
 	if sb != "" && c.req.Server == "filesystem" && def.Category == CategoryPath && c.e.safe.has(role) {
 		kept := remaining[:0:0]
 		for _, p := range remaining {
-			if !within(p, sb) {
+			if !within(p, sb) && !(role == RoleReadPath && c.e.inReadOnly(c.req.Server, p)) {
 				kept = append(kept, p)
 			}
 		}

@@ -48,7 +48,28 @@ type Settings struct {
 	// slice resolves nothing (every call reaches the rules);
 	// OriginalSandboxSafeRoles reproduces the original IronCurtain.
 	SandboxSafeRoles []Role
+	// ReadOnlyDirs are directories outside the sandbox that the filesystem
+	// server may read but never write (gateway.yaml:
+	// servers.filesystem.read_only_dirs). Sandbox containment resolves a
+	// filesystem read-path value in one of them like one in the sandbox
+	// (when read-path is sandbox-safe); a value with any other path role
+	// there is outside what the server can reach. Absolute or ~/...; none
+	// may overlap the sandbox or be /.
+	ReadOnlyDirs []string
+	// ConfinedServers are the servers that can act only on paths inside the
+	// sandbox (the filesystem server also reads ReadOnlyDirs): the gateway's
+	// built-in filesystem and git servers. An allow or escalate of such a
+	// server's call that names a path it cannot reach becomes a deny
+	// (RuleUnreachablePath), since an approval could never make it run, and
+	// LoadDir/New warn about rules that would decide so (Engine.Warnings).
+	// nil: the engine assumes nothing about what servers reach (the
+	// original's behaviour; the compiler's verification).
+	ConfinedServers []string
 }
+
+// BuiltinConfinedServers returns the gateway's built-in servers that work
+// only inside the sandbox (Settings.ConfinedServers).
+func BuiltinConfinedServers() []string { return []string{"filesystem", "git"} }
 
 // DefaultSandboxSafeRoles returns the roles sandbox containment resolves
 // when Settings.SandboxSafeRoles is nil: reading and writing in the
