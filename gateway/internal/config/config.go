@@ -101,6 +101,11 @@ type ServerConfig struct {
 	Command string            `yaml:"command"`
 	Args    []string          `yaml:"args"`
 	Env     map[string]string `yaml:"env"`
+	// ReadOnlyDirs (filesystem only) are directories outside the sandbox
+	// that the filesystem server's read tools may read and its write tools
+	// never touch; the policy engine resolves reads there like reads in
+	// the sandbox. Relative paths resolve against the file's directory.
+	ReadOnlyDirs []string `yaml:"read_only_dirs"`
 }
 
 // Validator is implemented by section types that check themselves. Errors
@@ -331,6 +336,18 @@ func (c *Config) resolvePaths(base string) error {
 			return err
 		}
 	}
+	for name, sc := range c.Servers {
+		if len(sc.ReadOnlyDirs) == 0 {
+			continue
+		}
+		sc.ReadOnlyDirs = append([]string(nil), sc.ReadOnlyDirs...)
+		for i := range sc.ReadOnlyDirs {
+			if err := fix(fmt.Sprintf("servers.%s.read_only_dirs[%d]", name, i), &sc.ReadOnlyDirs[i]); err != nil {
+				return err
+			}
+		}
+		c.Servers[name] = sc
+	}
 	return nil
 }
 
@@ -402,6 +419,9 @@ func (c *Config) validate(name string) error {
 		for _, fe := range c.Servers[name].launchErrors(name) {
 			add(subField(field, fe.Field), fe.Err)
 		}
+		for _, fe := range c.readOnlyDirErrors(name) {
+			add(subField(field, fe.Field), fe.Err)
+		}
 	}
 	errs = append(errs, c.validateSections(name)...)
 	return errors.Join(errs...)
@@ -467,6 +487,8 @@ func (c *Config) PolicySettings() policy.Settings {
 			s.ProtectedPaths = append(s.ProtectedPaths, abs)
 		}
 	}
+	s.ReadOnlyDirs = c.ReadOnlyDirs()
+	s.ConfinedServers = policy.BuiltinConfinedServers()
 	for name, sc := range c.Servers {
 		if len(sc.AllowedDomains) > 0 {
 			if s.DomainAllowlists == nil {

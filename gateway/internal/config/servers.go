@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -114,4 +115,50 @@ func subField(field, sub string) string {
 		return field
 	}
 	return field + "." + sub
+}
+
+// ReadOnlyDirs returns servers.filesystem.read_only_dirs (resolved to
+// absolute paths): what the filesystem server may read outside the sandbox.
+func (c *Config) ReadOnlyDirs() []string {
+	return append([]string(nil), c.Servers["filesystem"].ReadOnlyDirs...)
+}
+
+// readOnlyDirErrors checks servers.<name>.read_only_dirs: only the built-in
+// filesystem server takes it; each entry is a distinct directory other
+// than / that neither contains the sandbox nor lies inside it (fields
+// relative to servers.<name>).
+func (c *Config) readOnlyDirErrors(name string) []*FieldError {
+	dirs := c.Servers[name].ReadOnlyDirs
+	if len(dirs) == 0 {
+		return nil
+	}
+	if name != "filesystem" {
+		return []*FieldError{{Field: "read_only_dirs", Err: errors.New("only the built-in filesystem server reads directories outside the sandbox")}}
+	}
+	var errs []*FieldError
+	sb := filepath.Clean(c.Sandbox)
+	for i, d := range dirs {
+		field := fmt.Sprintf("read_only_dirs[%d]", i)
+		switch {
+		case d == "" || strings.ContainsRune(d, 0):
+			errs = append(errs, &FieldError{Field: field, Err: errors.New("empty path or NUL byte")})
+		case !filepath.IsAbs(d):
+			errs = append(errs, &FieldError{Field: field, Err: errors.New("must be an absolute path")})
+		case filepath.Clean(d) == "/":
+			errs = append(errs, &FieldError{Field: field, Err: errors.New("the root directory cannot be read-only-mounted: it contains the sandbox")})
+		case pathWithin(filepath.Clean(d), sb) || pathWithin(sb, filepath.Clean(d)):
+			errs = append(errs, &FieldError{Field: field, Err: fmt.Errorf("%q overlaps the sandbox %q", d, sb)})
+		}
+		for j := 0; j < i; j++ {
+			if filepath.Clean(dirs[j]) == filepath.Clean(d) {
+				errs = append(errs, &FieldError{Field: field, Err: fmt.Errorf("duplicate directory (also read_only_dirs[%d])", j)})
+			}
+		}
+	}
+	return errs
+}
+
+// pathWithin reports whether p is root or below it (clean absolute paths).
+func pathWithin(p, root string) bool {
+	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
 }

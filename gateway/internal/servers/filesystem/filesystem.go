@@ -76,6 +76,14 @@ type Config struct {
 	MaxReadBytes  int64
 	MaxWriteBytes int64
 	MaxEntries    int
+	// ReadOnlyDirs are directories outside the sandbox that the read tools
+	// (read_*, list_*, directory_tree, search_files, get_file_info) may
+	// read; the write tools (write_file, edit_file, create_directory,
+	// move_file) never reach them. Each must exist and must not overlap the
+	// sandbox or another; symlinks in them are resolved once, at New, and
+	// I/O goes through an os.Root per directory, so nothing read there can
+	// lead out of it.
+	ReadOnlyDirs []string
 	// Logger receives the detail of failures (never shown to the agent).
 	// Nil discards.
 	Logger *slog.Logger
@@ -84,7 +92,9 @@ type Config struct {
 // Server is the filesystem tool server. It is safe for concurrent use.
 type Server struct {
 	root     *os.Root
-	rootPath string // realpath of the sandbox
+	rootPath string  // realpath of the sandbox
+	sb       *area   // the sandbox as an area (root, rootPath)
+	ro       []*area // read-only directories (Config.ReadOnlyDirs)
 	maxRead  int64
 	maxWrite int64
 	maxEnt   int
@@ -113,13 +123,22 @@ func New(cfg Config) (*Server, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("configuring filesystem server: Root %q is not a directory", cfg.Root)
 	}
+	ro, err := openReadOnlyDirs(real, cfg.ReadOnlyDirs)
+	if err != nil {
+		return nil, err
+	}
 	root, err := os.OpenRoot(real)
 	if err != nil {
+		for _, a := range ro {
+			a.root.Close()
+		}
 		return nil, fmt.Errorf("opening filesystem sandbox %q: %w", cfg.Root, err)
 	}
 	s := &Server{
 		root:     root,
 		rootPath: real,
+		sb:       &area{root: root, path: real},
+		ro:       ro,
 		maxRead:  cfg.MaxReadBytes,
 		maxWrite: cfg.MaxWriteBytes,
 		maxEnt:   cfg.MaxEntries,
@@ -141,8 +160,14 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close releases the sandbox directory handle.
-func (s *Server) Close() error { return s.root.Close() }
+// Close releases the sandbox's and the read-only directories' handles.
+func (s *Server) Close() error {
+	err := s.root.Close()
+	for _, a := range s.ro {
+		err = errors.Join(err, a.root.Close())
+	}
+	return err
+}
 
 // Name returns "filesystem".
 func (s *Server) Name() string { return ServerName }
@@ -184,6 +209,9 @@ func (s *Server) resolve(p string) (string, error) {
 	}
 	rel, ok := within(s.rootPath, p)
 	if !ok {
+		if err := s.readOnlyRefusal(p); err != nil {
+			return "", err
+		}
 		// Do not echo the path: it may be a realpath outside the sandbox.
 		return "", &toolError{msg: "access denied: path is outside the sandbox", err: fmt.Errorf("%w: %q", errOutside, p)}
 	}

@@ -19,10 +19,10 @@ import (
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
 
-// readDir lists the directory rel (checked open: no symlink, no swap),
+// readDir lists the directory l (checked open: no symlink, no swap),
 // sorted by name. More than max entries is an error.
-func (s *Server) readDir(rel string) ([]fs.DirEntry, error) {
-	f, _, err := s.openChecked(rel, wantDir)
+func (s *Server) readDir(l loc) ([]fs.DirEntry, error) {
+	f, _, err := l.a.openChecked(l.rel, wantDir)
 	if err != nil {
 		return nil, err
 	}
@@ -41,11 +41,11 @@ func (s *Server) readDir(rel string) ([]fs.DirEntry, error) {
 // listDirectory prints "[DIR] name" / "[FILE] name" lines. Symlinks are
 // listed as files and never followed.
 func (s *Server) listDirectory(_ context.Context, a *toolargs.Args) (servers.Result, error) {
-	rel, err := s.resolve(a.Str("path"))
+	l, err := s.resolveRead(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	entries, err := s.readDir(rel)
+	entries, err := s.readDir(l)
 	if err != nil {
 		return servers.Result{}, failf("listing directory", err)
 	}
@@ -59,12 +59,12 @@ func (s *Server) listDirectory(_ context.Context, a *toolargs.Args) (servers.Res
 // listDirectoryWithSizes adds sizes (from lstat: a symlink's target is
 // never looked at) and a summary.
 func (s *Server) listDirectoryWithSizes(_ context.Context, a *toolargs.Args) (servers.Result, error) {
-	rel, err := s.resolve(a.Str("path"))
+	l, err := s.resolveRead(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
 	sortBy := a.Str("sortBy") // "", "name" or "size": the enum is checked when parsing
-	entries, err := s.readDir(rel)
+	entries, err := s.readDir(l)
 	if err != nil {
 		return servers.Result{}, failf("listing directory", err)
 	}
@@ -152,9 +152,11 @@ type treeEntry struct {
 	Children *[]treeEntry `json:"children,omitempty"`
 }
 
-// walker walks a directory tree through the root with an entry budget.
+// walker walks a directory tree of one area through its root with an
+// entry budget.
 type walker struct {
 	s       *Server
+	a       *area
 	ctx     context.Context
 	exclude []*glob
 	budget  int   // entries left
@@ -164,8 +166,8 @@ type walker struct {
 // maxMatchWork bounds the glob matching one walk may do (in DP cells).
 const maxMatchWork = 20_000_000
 
-func newWalker(ctx context.Context, s *Server, exclude []*glob) *walker {
-	return &walker{s: s, ctx: ctx, exclude: exclude, budget: s.maxEnt, work: maxMatchWork}
+func newWalker(ctx context.Context, s *Server, a *area, exclude []*glob) *walker {
+	return &walker{s: s, a: a, ctx: ctx, exclude: exclude, budget: s.maxEnt, work: maxMatchWork}
 }
 
 // charge accounts for matching g against rel.
@@ -200,7 +202,7 @@ func (w *walker) list(dirRel string, depth int) ([]fs.DirEntry, error) {
 	if depth > maxTreeDepth {
 		return nil, &toolError{msg: fmt.Sprintf("directory tree is deeper than %d levels", maxTreeDepth)}
 	}
-	entries, err := w.s.readDir(dirRel)
+	entries, err := w.s.readDir(loc{a: w.a, rel: dirRel})
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +215,7 @@ func (w *walker) list(dirRel string, depth int) ([]fs.DirEntry, error) {
 
 // directoryTree returns the recursive JSON tree under path.
 func (s *Server) directoryTree(ctx context.Context, a *toolargs.Args) (servers.Result, error) {
-	rel, err := s.resolve(a.Str("path"))
+	l, err := s.resolveRead(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -221,8 +223,8 @@ func (s *Server) directoryTree(ctx context.Context, a *toolargs.Args) (servers.R
 	if err != nil {
 		return servers.Result{}, err
 	}
-	w := newWalker(ctx, s, ex)
-	tree, err := w.tree(rel, "", 0)
+	w := newWalker(ctx, s, l.a, ex)
+	tree, err := w.tree(l.rel, "", 0)
 	if err != nil {
 		return servers.Result{}, failf("building directory tree", err)
 	}
@@ -267,7 +269,7 @@ func (w *walker) tree(dirRel, prefix string, depth int) ([]treeEntry, error) {
 // it matches the glob pattern (dot files included). Symlinks are never
 // followed.
 func (s *Server) searchFiles(ctx context.Context, a *toolargs.Args) (servers.Result, error) {
-	rel, err := s.resolve(a.Str("path"))
+	l, err := s.resolveRead(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -279,9 +281,9 @@ func (s *Server) searchFiles(ctx context.Context, a *toolargs.Args) (servers.Res
 	if err != nil {
 		return servers.Result{}, err
 	}
-	w := newWalker(ctx, s, ex)
+	w := newWalker(ctx, s, l.a, ex)
 	var found []string
-	if err := w.search(rel, "", 0, pats[0], &found); err != nil {
+	if err := w.search(l.rel, "", 0, pats[0], &found); err != nil {
 		return servers.Result{}, failf("searching files", err)
 	}
 	if len(found) == 0 {
@@ -307,7 +309,7 @@ func (w *walker) search(dirRel, prefix string, depth int, g *glob, found *[]stri
 			return err
 		}
 		if g.match(rel) {
-			*found = append(*found, safeName(w.s.display(full)))
+			*found = append(*found, safeName(loc{a: w.a, rel: full}.display()))
 		}
 		if e.IsDir() {
 			if err := w.search(full, rel, depth+1, g, found); err != nil {
@@ -321,11 +323,11 @@ func (w *walker) search(dirRel, prefix string, depth int, g *glob, found *[]stri
 // getFileInfo prints metadata of a file or directory (the path itself: a
 // symlink swapped in is refused, not followed).
 func (s *Server) getFileInfo(_ context.Context, a *toolargs.Args) (servers.Result, error) {
-	rel, err := s.resolve(a.Str("path"))
+	l, err := s.resolveRead(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	fi, err := s.root.Lstat(rel)
+	fi, err := l.a.root.Lstat(l.rel)
 	if err != nil {
 		return servers.Result{}, failf("reading file info", err)
 	}
@@ -338,7 +340,7 @@ func (s *Server) getFileInfo(_ context.Context, a *toolargs.Args) (servers.Resul
 		if fi.IsDir() {
 			kind = wantDir
 		}
-		f, checked, err := s.openChecked(rel, kind)
+		f, checked, err := l.a.openChecked(l.rel, kind)
 		if err != nil {
 			return servers.Result{}, failf("reading file info", err)
 		}
@@ -359,7 +361,11 @@ func (s *Server) getFileInfo(_ context.Context, a *toolargs.Args) (servers.Resul
 	return servers.Text(sb.String()), nil
 }
 
-// listAllowedDirectories names the sandbox.
+// listAllowedDirectories names the sandbox and the read-only directories.
 func (s *Server) listAllowedDirectories(context.Context, *toolargs.Args) (servers.Result, error) {
-	return servers.Text("Allowed directories:\n" + s.rootPath), nil
+	text := "Allowed directories:\n" + s.rootPath
+	for _, a := range s.ro {
+		text += "\n" + a.path + " (read-only)"
+	}
+	return servers.Text(text), nil
 }

@@ -17,7 +17,7 @@ import (
 
 // readTextFile serves read_text_file and the deprecated read_file.
 func (s *Server) readTextFile(_ context.Context, a *toolargs.Args) (servers.Result, error) {
-	rel, err := s.resolve(a.Str("path"))
+	l, err := s.resolveRead(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
@@ -26,7 +26,7 @@ func (s *Server) readTextFile(_ context.Context, a *toolargs.Args) (servers.Resu
 	if head > 0 && tail > 0 {
 		return servers.Result{}, &toolError{msg: "cannot specify both head and tail"}
 	}
-	f, fi, err := s.openChecked(rel, wantRegular)
+	f, fi, err := l.a.openChecked(l.rel, wantRegular)
 	if err != nil {
 		return servers.Result{}, failf("reading file", err)
 	}
@@ -156,15 +156,15 @@ var mediaTypes = map[string]string{
 
 // readMediaFile returns an image or audio file as base64 content.
 func (s *Server) readMediaFile(_ context.Context, a *toolargs.Args) (servers.Result, error) {
-	rel, err := s.resolve(a.Str("path"))
+	l, err := s.resolveRead(a.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	mime, ok := mediaTypes[strings.ToLower(path.Ext(rel))]
+	mime, ok := mediaTypes[strings.ToLower(path.Ext(l.rel))]
 	if !ok {
 		return servers.Result{}, &toolError{msg: "not an image or audio file (supported: png, jpg, gif, webp, bmp, svg, mp3, wav, ogg, flac)"}
 	}
-	f, fi, err := s.openChecked(rel, wantRegular)
+	f, fi, err := l.a.openChecked(l.rel, wantRegular)
 	if err != nil {
 		return servers.Result{}, failf("reading file", err)
 	}
@@ -198,14 +198,14 @@ func (s *Server) readMultipleFiles(_ context.Context, a *toolargs.Args) (servers
 	budget := s.maxRead
 	parts := make([]string, 0, len(paths))
 	for i, p := range paths {
-		rel, err := s.resolve(p)
+		l, err := s.resolveRead(p)
 		if err != nil {
 			// The raw value may name a host path outside the sandbox.
 			parts = append(parts, fmt.Sprintf("paths[%d]: Error - %s", i, safeMessage(err)))
 			continue
 		}
-		label := s.display(rel)
-		data, err := s.readWhole(rel, budget)
+		label := l.display()
+		data, err := readWholeAt(l, budget)
 		if err != nil {
 			s.log.Warn("filesystem read_multiple_files entry failed", "path", label, "error", err.Error())
 			parts = append(parts, fmt.Sprintf("%s: Error - %s", label, safeMessage(err)))
@@ -217,9 +217,15 @@ func (s *Server) readMultipleFiles(_ context.Context, a *toolargs.Args) (servers
 	return servers.Text(strings.Join(parts, "\n---\n")), nil
 }
 
-// readWhole reads the regular file rel, refusing more than max bytes.
+// readWhole reads the regular file rel of the sandbox, refusing more than
+// max bytes.
 func (s *Server) readWhole(rel string, max int64) ([]byte, error) {
-	f, fi, err := s.openChecked(rel, wantRegular)
+	return readWholeAt(loc{a: s.sb, rel: rel}, max)
+}
+
+// readWholeAt reads the regular file l, refusing more than max bytes.
+func readWholeAt(l loc, max int64) ([]byte, error) {
+	f, fi, err := l.a.openChecked(l.rel, wantRegular)
 	if err != nil {
 		return nil, failf("reading file", err)
 	}

@@ -33,13 +33,19 @@ func afterCheck(rel string) {
 	}
 }
 
-// openChecked opens rel through the root and proves that the opened file is
-// the one the path names now: an lstat through the root before the open must
-// describe the same inode as an fstat of the opened descriptor, with the
-// wanted type. Regular files are opened with O_NONBLOCK so that a FIFO
-// swapped in cannot hang the gateway. The caller closes the file.
+// openChecked opens rel in the sandbox (see area.openChecked).
 func (s *Server) openChecked(rel string, want fileKind) (*os.File, fs.FileInfo, error) {
-	before, err := s.root.Lstat(rel)
+	return s.sb.openChecked(rel, want)
+}
+
+// openChecked opens rel through the area's root and proves that the opened
+// file is the one the path names now: an lstat through the root before the
+// open must describe the same inode as an fstat of the opened descriptor,
+// with the wanted type. Regular files are opened with O_NONBLOCK so that a
+// FIFO swapped in cannot hang the gateway. The file is opened read-only,
+// whatever the area. The caller closes the file.
+func (a *area) openChecked(rel string, want fileKind) (*os.File, fs.FileInfo, error) {
+	before, err := a.root.Lstat(rel)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,7 +59,7 @@ func (s *Server) openChecked(rel string, want fileKind) (*os.File, fs.FileInfo, 
 	} else {
 		flag |= syscall.O_NONBLOCK
 	}
-	f, err := s.root.OpenFile(rel, flag, 0)
+	f, err := a.root.OpenFile(rel, flag, 0)
 	if err != nil {
 		return nil, nil, err
 	}
