@@ -28,7 +28,8 @@ type JSONL struct {
 	syncer interface{ Sync() error }
 	closer io.Closer
 	buf    bytes.Buffer
-	err    error // first write error: the sink stays failed after it
+	err    error  // first write error: the sink stays failed after it
+	limits Limits // bounds stored arguments (ArgLimits)
 }
 
 var _ Sink = (*JSONL)(nil)
@@ -79,7 +80,7 @@ func (j *JSONL) Record(ctx context.Context, e Event) error {
 	if err != nil {
 		return fmt.Errorf("recording audit event: %w", err)
 	}
-	body, err := json.Marshal(RedactEvent(e))
+	body, err := json.Marshal(StoredEvent(e, j.limits))
 	if err != nil {
 		return fmt.Errorf("recording audit event: encoding: %w", err)
 	}

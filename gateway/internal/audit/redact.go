@@ -226,12 +226,19 @@ func marshal(v any) (json.RawMessage, error) {
 }
 
 // RedactEvent returns a copy of e with arguments and free-text fields
-// redacted, ready to be stored. Every sink stores only redacted events.
-func RedactEvent(e Event) Event {
+// redacted, ready to be stored, with the default Limits on the arguments.
+// Every sink stores only redacted events.
+func RedactEvent(e Event) Event { return StoredEvent(e, Limits{}) }
+
+// StoredEvent returns a copy of e in the form every sink stores: free-text
+// fields redacted and, for a tool-call decision, the arguments in their
+// stored form (StoredArgs with l: redacted, "$" keys escaped, bounded).
+// Sinks apply it once, before hashing and storing.
+func StoredEvent(e Event, l Limits) Event {
 	switch x := e.(type) {
 	case *ToolCallDecision:
 		c := *x
-		c.Args = Redact(x.Args)
+		c.Args = StoredArgs(x.Args, l)
 		c.Reason = RedactString(x.Reason)
 		c.Detail = RedactString(x.Detail)
 		c.Rule, c.Server, c.Tool = RedactString(x.Rule), RedactString(x.Server), RedactString(x.Tool)

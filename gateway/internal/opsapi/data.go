@@ -36,9 +36,9 @@ type PGData struct {
 
 var _ Data = PGData{}
 
-// ToolCalls implements Data.
-func (d PGData) ToolCalls(ctx context.Context, f audit.Filter) ([]audit.ToolCall, error) {
-	return audit.Query(ctx, d.Pool, f)
+// ToolCalls implements Data: rows are streamed from Postgres one by one.
+func (d PGData) ToolCalls(ctx context.Context, f audit.Filter, fn func(*audit.ToolCall) error) error {
+	return audit.QueryEach(ctx, d.Pool, f, fn)
 }
 
 const sessionColumns = `session_id, first_seen, last_seen, records, tool_calls, allowed, denied, escalated,

@@ -35,7 +35,9 @@ type Escalations interface {
 
 // Data is what the API reads from the audit store (*PGData).
 type Data interface {
-	ToolCalls(ctx context.Context, f audit.Filter) ([]audit.ToolCall, error)
+	// ToolCalls calls fn with each matching tool call, one at a time (see
+	// audit.QueryEach: fn may return audit.ErrStop).
+	ToolCalls(ctx context.Context, f audit.Filter, fn func(*audit.ToolCall) error) error
 	Sessions(ctx context.Context, limit int) ([]SessionSummary, error)
 	Session(ctx context.Context, id string) (SessionSummary, error)
 	// Ready returns nil when the database answers and its schema is current.
@@ -71,6 +73,7 @@ type api struct {
 	deps        Deps
 	log         *slog.Logger
 	authFailure prometheus.Counter
+	ready       *readiness
 }
 
 // New returns the ops API handler.
@@ -91,6 +94,7 @@ func New(d Deps) http.Handler {
 	}
 
 	r := chi.NewRouter()
+	r.Use(checkParams)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, "no such route")
 	})
@@ -100,9 +104,11 @@ func New(d Deps) http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	a.ready = newReadiness(a.deps.Data.Ready)
 	r.Get("/readyz", a.readyz)
 	r.Group(func(r chi.Router) {
 		r.Use(a.authenticate)
+		r.Use(dbDeadline)
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(a.deps.Gatherer, promhttp.HandlerOpts{}))
 		r.Get("/v1/escalations", a.listEscalations)
 		r.Get("/v1/escalations/{id}", a.getEscalation)
@@ -138,9 +144,10 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 }
 
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
 	defer cancel()
-	if err := a.deps.Data.Ready(ctx); err != nil {
+	if err := a.ready.check(ctx); err != nil {
+		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusServiceUnavailable, CodeNotReady, err.Error())
 		return
 	}
@@ -221,19 +228,15 @@ func (a *api) toolCalls(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "after: "+err.Error())
 		return
 	}
+	if f.Cursor, err = audit.ParseCursor(q.Get("cursor")); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "cursor: "+err.Error())
+		return
+	}
 	if err := f.Validate(); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 		return
 	}
-	calls, err := a.deps.Data.ToolCalls(r.Context(), f)
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	if calls == nil {
-		calls = []audit.ToolCall{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"tool_calls": calls})
+	a.streamToolCalls(w, r, f)
 }
 
 func (a *api) sessions(w http.ResponseWriter, r *http.Request) {
@@ -275,6 +278,10 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, CodeConflict, lastPart(err))
 	case errors.Is(err, escalation.ErrInvalidDecision), errors.Is(err, escalation.ErrInvalidFilter):
 		writeError(w, http.StatusBadRequest, CodeBadRequest, lastPart(err))
+	case isUnavailable(err):
+		a.log.Warn("ops API: database unavailable", "err", err)
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "the database is not available; retry later")
 	default:
 		a.log.Error("ops API request failed", "err", err)
 		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error; see the gateway log")

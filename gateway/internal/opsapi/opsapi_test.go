@@ -25,12 +25,16 @@ const (
 )
 
 type fakeEscalations struct {
+	err     error // returned by every call when set
 	mu      sync.Mutex
 	items   map[string]escalation.Escalation
 	decided []escalation.Decision
 }
 
 func (f *fakeEscalations) List(_ context.Context, lf escalation.ListFilter) ([]escalation.Escalation, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	if lf.Status == "weird" {
 		return nil, fmt.Errorf("listing escalations: %w: status %q", escalation.ErrInvalidFilter, lf.Status)
 	}
@@ -46,6 +50,9 @@ func (f *fakeEscalations) List(_ context.Context, lf escalation.ListFilter) ([]e
 }
 
 func (f *fakeEscalations) Get(_ context.Context, id string) (escalation.Escalation, error) {
+	if f.err != nil {
+		return escalation.Escalation{}, f.err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.items[id]
@@ -56,6 +63,9 @@ func (f *fakeEscalations) Get(_ context.Context, id string) (escalation.Escalati
 }
 
 func (f *fakeEscalations) Decide(_ context.Context, id string, d escalation.Decision) (escalation.Escalation, error) {
+	if f.err != nil {
+		return escalation.Escalation{}, f.err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.items[id]
@@ -81,16 +91,46 @@ type fakeData struct {
 	ready error
 	calls []audit.ToolCall
 	got   audit.Filter
+	err   error // returned by every read
+	// errAfter, when set with err, fails ToolCalls after that many rows.
+	errAfter int
 }
 
-func (f *fakeData) ToolCalls(_ context.Context, flt audit.Filter) ([]audit.ToolCall, error) {
+func (f *fakeData) ToolCalls(_ context.Context, flt audit.Filter, fn func(*audit.ToolCall) error) error {
 	f.got = flt
-	return f.calls, nil
+	limit := flt.Limit
+	if limit == 0 {
+		limit = audit.DefaultQueryLimit
+	}
+	for i := range f.calls {
+		if i == limit {
+			return nil
+		}
+		if f.err != nil && i == f.errAfter {
+			return f.err
+		}
+		if err := fn(&f.calls[i]); err != nil {
+			if errors.Is(err, audit.ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	if f.err != nil && f.errAfter >= len(f.calls) {
+		return f.err
+	}
+	return nil
 }
 func (f *fakeData) Sessions(context.Context, int) ([]SessionSummary, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	return []SessionSummary{{SessionID: "s1", ToolCalls: 3}}, nil
 }
 func (f *fakeData) Session(_ context.Context, id string) (SessionSummary, error) {
+	if f.err != nil {
+		return SessionSummary{}, f.err
+	}
 	if id != "s1" {
 		return SessionSummary{}, ErrNotFound
 	}

@@ -84,7 +84,7 @@ func TestEndToEndOnPostgres(t *testing.T) {
 	if _, err := data.Session(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown session = %v", err)
 	}
-	calls, err := data.ToolCalls(ctx, audit.Filter{Decision: "escalate"})
+	calls, err := audit.Query(ctx, db.Pool, audit.Filter{Decision: "escalate"})
 	if err != nil || len(calls) != 1 || calls[0].EscalationID != "e-1" {
 		t.Fatalf("tool calls = %+v, %v", calls, err)
 	}

@@ -1,0 +1,216 @@
+package opsapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"ironcurtain.dev/gateway/internal/audit"
+)
+
+func serve(t *testing.T, h http.Handler, method, target string) *httptest.ResponseRecorder {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(method, "/", strings.NewReader(""))
+	req.URL, req.RequestURI = u, target
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func errorCode(t *testing.T, rec *httptest.ResponseRecorder) ErrorBody {
+	t.Helper()
+	var eb ErrorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
+		t.Fatalf("error body %q: %v", rec.Body, err)
+	}
+	return eb
+}
+
+// TestDatabaseDownIs503: every route that reads the database answers 503
+// not_ready with a Retry-After hint, whatever way the database is down.
+func TestDatabaseDownIs503(t *testing.T) {
+	downErrs := []struct {
+		name string
+		err  error
+	}{
+		{"connect refused", fmt.Errorf("listing escalations: %w", &pgconn.ConnectError{})},
+		{"admin shutdown", fmt.Errorf("querying audit: %w", &pgconn.PgError{Code: "57P01"})},
+		{"connection failure", fmt.Errorf("reading: %w", &pgconn.PgError{Code: "08006"})},
+		{"deadline", fmt.Errorf("querying audit: %w", context.DeadlineExceeded)},
+		{"network", fmt.Errorf("querying audit: %w", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")})},
+	}
+	routes := []struct{ method, path string }{
+		{http.MethodGet, "/v1/escalations"},
+		{http.MethodGet, "/v1/escalations/e1"},
+		{http.MethodPost, "/v1/escalations/e1/approve"},
+		{http.MethodPost, "/v1/escalations/e1/deny"},
+		{http.MethodGet, "/v1/audit/tool-calls"},
+		{http.MethodGet, "/v1/sessions"},
+		{http.MethodGet, "/v1/sessions/s1"},
+	}
+	for _, de := range downErrs {
+		for _, rt := range routes {
+			t.Run(de.name+" "+rt.method+" "+rt.path, func(t *testing.T) {
+				h, esc, data := newTestAPI(t)
+				esc.err, data.err = de.err, de.err
+				data.calls = []audit.ToolCall{{CallID: "c1"}}
+				rec := serve(t, h, rt.method, rt.path)
+				if rec.Code != http.StatusServiceUnavailable {
+					t.Fatalf("status = %d, want 503: %s", rec.Code, rec.Body)
+				}
+				if eb := errorCode(t, rec); eb.Error.Code != CodeNotReady {
+					t.Fatalf("code = %q, want not_ready", eb.Error.Code)
+				}
+				if rec.Header().Get("Retry-After") == "" {
+					t.Fatal("no Retry-After")
+				}
+			})
+		}
+	}
+	t.Run("other errors stay 500", func(t *testing.T) {
+		h, _, data := newTestAPI(t)
+		data.err = &pgconn.PgError{Code: "42P01"} // undefined table: a bug, not an outage
+		if rec := serve(t, h, http.MethodGet, "/v1/sessions"); rec.Code != http.StatusInternalServerError {
+			t.Fatalf("status = %d, want 500", rec.Code)
+		}
+	})
+}
+
+// TestBadTextParams: invalid UTF-8 and NUL in a query parameter (or the
+// path) are refused with 400 naming the parameter, before any read.
+func TestBadTextParams(t *testing.T) {
+	tests := []struct {
+		name, target, wantMsg string
+	}{
+		{"nul in session", "/v1/audit/tool-calls?session=a%00b", "session: contains a NUL byte"},
+		{"invalid utf-8 in tool", "/v1/audit/tool-calls?tool=%ff%fe", "tool: not valid UTF-8"},
+		{"overlong encoding", "/v1/audit/tool-calls?server=%c0%af", "server: not valid UTF-8"},
+		{"nul in escalation status", "/v1/escalations?status=pending%00", "status: contains a NUL byte"},
+		{"nul in session filter", "/v1/escalations?session=%00", "session: contains a NUL byte"},
+		{"unknown parameter still checked", "/v1/sessions?x=%ff", "x: not valid UTF-8"},
+		{"bad name", "/v1/sessions?%ff=1", "query parameter name: not valid UTF-8"},
+		{"bad percent encoding", "/v1/audit/tool-calls?session=%zz", "query: session is not percent-encoded correctly"},
+		{"nul in path id", "/v1/escalations/e%001", "path: contains a NUL byte"},
+		{"invalid utf-8 in path id", "/v1/sessions/%ff", "path: not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, esc, data := newTestAPI(t)
+			// Reads would fail loudly: the request must not get that far.
+			esc.err, data.err = errors.New("reached the database"), errors.New("reached the database")
+			rec := serve(t, h, http.MethodGet, tt.target)
+			if rec.Code != http.StatusBadRequest {
+				t.Fatalf("status = %d, want 400: %s", rec.Code, rec.Body)
+			}
+			if eb := errorCode(t, rec); eb.Error.Code != CodeBadRequest || eb.Error.Message != tt.wantMsg {
+				t.Fatalf("error = %+v, want %q", eb.Error, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// blackhole accepts TCP connections and never answers: a paused Postgres.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestReadyzAnswersInTime: /readyz answers 503 within ReadyTimeout (plus
+// slack) when the database accepts connections but never answers, when it
+// refuses them, and when the probe ignores its context altogether.
+func TestReadyzAnswersInTime(t *testing.T) {
+	closedAddr := func() string {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}
+	lazyPool := func(addr string) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig("postgres://u:p@" + addr + "/db?sslmode=disable&connect_timeout=30")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg) // connects lazily
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	tests := []struct {
+		name  string
+		probe func(context.Context) error
+	}{
+		{"paused database", PGData{Pool: lazyPool(blackhole(t))}.Ready},
+		{"stopped database", PGData{Pool: lazyPool(closedAddr())}.Ready},
+		{"probe ignores its context", func(context.Context) error { <-hang; return nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ops, err := NewOperators(map[string]OperatorToken{"alice": opToken})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := New(Deps{Operators: ops, Escalations: &fakeEscalations{}, Data: probeData{fakeData: &fakeData{}, probe: tt.probe}})
+			for i := range 2 { // repeated probes do not pile up or wait longer
+				start := time.Now()
+				rec := serve(t, h, http.MethodGet, "/readyz")
+				took := time.Since(start)
+				if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+					t.Fatalf("probe %d: status = %d: %s", i, rec.Code, rec.Body)
+				}
+				if took > ReadyTimeout+time.Second {
+					t.Fatalf("probe %d took %v (deadline %v)", i, took, ReadyTimeout)
+				}
+			}
+		})
+	}
+}
+
+type probeData struct {
+	*fakeData
+	probe func(context.Context) error
+}
+
+func (p probeData) Ready(ctx context.Context) error { return p.probe(ctx) }

@@ -1,0 +1,116 @@
+package opsapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"ironcurtain.dev/gateway/internal/audit"
+)
+
+func fakeCalls(n, argBytes int) []audit.ToolCall {
+	out := make([]audit.ToolCall, n)
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range out {
+		out[i] = audit.ToolCall{CallID: fmt.Sprintf("c%03d", i), SessionID: "s1", Time: base.Add(-time.Duration(i) * time.Second),
+			Server: "filesystem", Tool: "write_file", Decision: "allow",
+			Args: json.RawMessage(`{"content":"` + strings.Repeat("x", argBytes) + `"}`)}
+	}
+	return out
+}
+
+// TestToolCallsBoundedInBytes: a listing stops before MaxResponseBytes and
+// says where to continue; the row limit also yields a next token; a bad
+// token is refused; a failure after rows were sent is reported in the body.
+func TestToolCallsBoundedInBytes(t *testing.T) {
+	tests := []struct {
+		name       string
+		calls      []audit.ToolCall
+		query      string
+		err        error
+		errAfter   int
+		wantStatus int
+		wantRows   int
+		wantNext   string // call id the next token continues after ("" none)
+		wantErr    string // error code inside a 200 body
+	}{
+		{name: "small page complete", calls: fakeCalls(3, 10), wantStatus: 200, wantRows: 3},
+		{name: "byte bound ends the page", calls: fakeCalls(200, 60<<10), query: "?limit=1000", wantStatus: 200,
+			wantRows: MaxResponseBytes / (60 << 10), wantNext: fmt.Sprintf("c%03d", MaxResponseBytes/(60<<10)-1)},
+		{name: "row limit gives next", calls: fakeCalls(10, 10), query: "?limit=4", wantStatus: 200, wantRows: 4, wantNext: "c003"},
+		{name: "bad cursor", calls: fakeCalls(1, 10), query: "?cursor=bm90LWEtdG9rZW4", wantStatus: 400},
+		{name: "down before the first row", calls: fakeCalls(3, 10), err: &pgconn.ConnectError{}, wantStatus: 503},
+		{name: "down part way", calls: fakeCalls(3, 10), err: &pgconn.PgError{Code: "57P01"}, errAfter: 2, wantStatus: 200, wantRows: 2, wantErr: CodeNotReady},
+		{name: "other failure part way", calls: fakeCalls(3, 10), err: errors.New("boom"), errAfter: 1, wantStatus: 200, wantRows: 1, wantErr: CodeInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _, data := newTestAPI(t)
+			data.calls = tt.calls
+			data.err, data.errAfter = tt.err, tt.errAfter
+			rec := serve(t, h, http.MethodGet, "/v1/audit/tool-calls"+tt.query)
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("status = %d, want %d: %.200s", rec.Code, tt.wantStatus, rec.Body)
+			}
+			if rec.Code != 200 {
+				return
+			}
+			if rec.Body.Len() > MaxResponseBytes {
+				t.Fatalf("body %d bytes > %d", rec.Body.Len(), MaxResponseBytes)
+			}
+			var page ToolCallPage
+			if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
+				t.Fatalf("body is not one JSON object: %v", err)
+			}
+			if len(page.ToolCalls) != tt.wantRows {
+				t.Fatalf("rows = %d, want %d", len(page.ToolCalls), tt.wantRows)
+			}
+			if tt.wantNext == "" && page.Next != "" || tt.wantNext != "" && page.Next == "" {
+				t.Fatalf("next = %q, want one after %q", page.Next, tt.wantNext)
+			}
+			if tt.wantNext != "" {
+				c, err := audit.ParseCursor(page.Next)
+				if err != nil || c.CallID != tt.wantNext {
+					t.Fatalf("next = %+v, %v; want after %s", c, err, tt.wantNext)
+				}
+				// The token goes back as ?cursor= and reaches the query.
+				rec2 := serve(t, h, http.MethodGet, "/v1/audit/tool-calls?cursor="+page.Next)
+				if rec2.Code != 200 || data.got.Cursor != c {
+					t.Fatalf("cursor not passed on: %d, %+v", rec2.Code, data.got.Cursor)
+				}
+			}
+			if got := ""; page.Error != nil {
+				got = page.Error.Code
+				if got != tt.wantErr {
+					t.Fatalf("error = %q, want %q", got, tt.wantErr)
+				}
+			} else if tt.wantErr != "" {
+				t.Fatalf("no error in the body, want %q", tt.wantErr)
+			}
+		})
+	}
+}
+
+func FuzzParseCursor(f *testing.F) {
+	f.Add(audit.Cursor{Time: time.Now(), CallID: "c1"}.String())
+	f.Add("")
+	f.Add("MXx4fHk")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := audit.ParseCursor(s)
+		if err != nil {
+			return
+		}
+		if c.IsZero() != (s == "") {
+			t.Fatalf("%q parsed to %+v", s, c)
+		}
+		if back, err := audit.ParseCursor(c.String()); err != nil || !back.Time.Equal(c.Time) || back.CallID != c.CallID {
+			t.Fatalf("round trip of %q: %+v, %v", s, back, err)
+		}
+	})
+}
