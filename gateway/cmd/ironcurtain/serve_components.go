@@ -145,11 +145,18 @@ func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) st
 	if err := store.CheckSchema(ctx, pool); err != nil {
 		return nil, err
 	}
+	spool, err := openSpool(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	closers.push("audit spool", spool.Close)
 	pgSink, err := audit.NewPG(pool, audit.Options{
-		MaxBatch:  cfg.Audit.MaxBatch,
-		QueueSize: cfg.Audit.QueueSize,
-		Linger:    cfg.Audit.Linger,
-		Flushers:  cfg.Audit.Flushers,
+		MaxBatch:    cfg.Audit.MaxBatch,
+		QueueSize:   cfg.Audit.QueueSize,
+		Linger:      cfg.Audit.Linger,
+		Flushers:    cfg.Audit.Flushers,
+		Spool:       spool,
+		OutcomeWait: cfg.Audit.OutcomeWait,
 	}, reg, log.With("component", "audit"))
 	if err != nil {
 		return nil, fmt.Errorf("building the audit sink: %w", err)
@@ -171,6 +178,22 @@ func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) st
 		sink = teeSink{primary: pgSink, copy: copySink}
 	}
 	return &storage{pool: pool, sink: sink, escalator: esc, pg: esc, spend: store.LLMSpend{Pool: pool}}, nil
+}
+
+// openSpool opens the audit spool on the state volume: outcomes the
+// database cannot take wait there (fsynced) and are written when it is
+// back, also after a restart. A spool that cannot be opened, or is corrupt
+// before its last line, stops the start: records must not be lost.
+func openSpool(cfg *config.Config, log *slog.Logger) (*audit.Spool, error) {
+	dir := cfg.Audit.SpoolPath()
+	spool, torn, err := audit.OpenSpool(dir, cfg.Audit.SpoolMaxRecords)
+	if err != nil {
+		return nil, fmt.Errorf("%s: audit.spool_dir: %w", cfg.File(), err)
+	}
+	if torn > 0 {
+		log.Warn("audit spool: dropped a last line cut short by a crash (its write never completed)", "dir", dir, "bytes", torn)
+	}
+	return spool, nil
 }
 
 func databaseURL(cfg *config.Config, getenv func(string) string) (string, error) {

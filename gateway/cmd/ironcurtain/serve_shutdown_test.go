@@ -47,8 +47,8 @@ func runGateway(t *testing.T, db *pgtest.DB, sandbox, policyDir string) stoppabl
 	t.Helper()
 	dir := t.TempDir()
 	g := servedGateway{api: freeAddr(t), proxy: freeAddr(t), ops: freeAddr(t)}
-	cfg := fmt.Sprintf("sandbox: %s\npolicy_dir: %s\nservers:\n  fetch:\n    allowed_domains: [example.com]\nagent:\n  listen: %s\negress:\n  listen: %s\nops:\n  listen: %s\ngit:\n  mirror_dir: %s\n",
-		sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"))
+	cfg := fmt.Sprintf("sandbox: %s\npolicy_dir: %s\nservers:\n  fetch:\n    allowed_domains: [example.com]\nagent:\n  listen: %s\negress:\n  listen: %s\nops:\n  listen: %s\ngit:\n  mirror_dir: %s\naudit:\n  spool_dir: %s\n",
+		sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool"))
 	cfgPath := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

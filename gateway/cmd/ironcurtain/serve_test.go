@@ -74,7 +74,9 @@ ops:
   listen: %s
 git:
   mirror_dir: %s
-`, sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"))
+audit:
+  spool_dir: %s
+`, sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool"))
 	cfgPath := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -217,8 +219,8 @@ func TestServeRefusesBadStart(t *testing.T) {
 	}
 	policyDir, _ := filepath.Abs("../../policies/base")
 	cfgPath := filepath.Join(dir, "gateway.yaml")
-	base := fmt.Sprintf("sandbox: %s\npolicy_dir: %s\nagent:\n  listen: %s\negress:\n  listen: %s\nops:\n  listen: %s\ngit:\n  mirror_dir: %s\n",
-		filepath.Join(dir, "ws"), policyDir, freeAddr(t), freeAddr(t), freeAddr(t), filepath.Join(dir, "mirror"))
+	base := fmt.Sprintf("sandbox: %s\npolicy_dir: %s\nagent:\n  listen: %s\negress:\n  listen: %s\nops:\n  listen: %s\ngit:\n  mirror_dir: %s\naudit:\n  spool_dir: %s\n",
+		filepath.Join(dir, "ws"), policyDir, freeAddr(t), freeAddr(t), freeAddr(t), filepath.Join(dir, "mirror"), filepath.Join(dir, "spool"))
 	if err := os.WriteFile(cfgPath, []byte(base), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,47 @@ type sinkMetrics struct {
 	commitSeconds  prometheus.Histogram
 	recordSeconds  prometheus.Histogram
 	batchSize      prometheus.Histogram
+	spooled        *prometheus.CounterVec // kind
+	replayed       *prometheus.CounterVec // result
+	spoolFull      prometheus.Counter
 }
 
-func newSinkMetrics(reg prometheus.Registerer, queueDepth func() float64) (*sinkMetrics, error) {
+// sinkGauges are read when the metrics are scraped.
+type sinkGauges struct {
+	queueDepth, databaseUp, spoolRecords, spoolFree func() float64
+}
+
+func (s *PGSink) gauges() sinkGauges {
+	return sinkGauges{
+		queueDepth: func() float64 {
+			n := 0
+			for _, q := range s.queues {
+				n += len(q)
+			}
+			return float64(n)
+		},
+		databaseUp: func() float64 {
+			if down, _ := s.gate.isDown(); down {
+				return 0
+			}
+			return 1
+		},
+		spoolRecords: func() float64 {
+			if s.opts.Spool == nil {
+				return 0
+			}
+			return float64(s.opts.Spool.Len())
+		},
+		spoolFree: func() float64 {
+			if s.opts.Spool == nil {
+				return 0
+			}
+			return float64(s.opts.Spool.Free())
+		},
+	}
+}
+
+func newSinkMetrics(reg prometheus.Registerer, g sinkGauges) (*sinkMetrics, error) {
 	m := &sinkMetrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironcurtain_audit_records_total",
@@ -25,7 +63,7 @@ func newSinkMetrics(reg prometheus.Registerer, queueDepth func() float64) (*sink
 		}, []string{"type", "result"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironcurtain_audit_failures_total",
-			Help: "Audit records that were not written, by reason: db, rejected (bad row), timeout, queue_full, closed, invalid.",
+			Help: "Audit records that were not written, by reason: db, rejected (bad row), timeout, queue_full, closed, invalid, db_down (not sent: backing off), spool_full.",
 		}, []string{"reason"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ironcurtain_audit_batch_retries_total",
@@ -50,16 +88,41 @@ func newSinkMetrics(reg prometheus.Registerer, queueDepth func() float64) (*sink
 			Help:    "Records per audit transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
+		spooled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_audit_spooled_total",
+			Help: "Outcome records kept in the local spool because the database did not take them in time, by kind (outcome; unconfirmed: the call was refused because its decision commit was ambiguous).",
+		}, []string{"kind"}),
+		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_audit_spool_replayed_total",
+			Help: "Spooled records that left the spool, by result: written, already_written (the first attempt had committed), not_decided (an unconfirmed decision that had not committed: nothing to record).",
+		}, []string{"result"}),
+		spoolFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ironcurtain_audit_spool_full_total",
+			Help: "Tool calls refused because the audit spool had no room left for their outcome.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{
 		m.records, m.failures, m.retries, m.queueFullWaits, m.commitSeconds, m.recordSeconds, m.batchSize,
+		m.spooled, m.replayed, m.spoolFull,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ironcurtain_audit_queue_depth",
 			Help: "Audit records waiting for a flusher.",
-		}, queueDepth),
+		}, g.queueDepth),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ironcurtain_audit_database_up",
+			Help: "1 while audit writes reach the database, 0 while they back off after a failure.",
+		}, g.databaseUp),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ironcurtain_audit_spool_records",
+			Help: "Outcome records in the local spool, waiting for the database.",
+		}, g.spoolRecords),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ironcurtain_audit_spool_free",
+			Help: "Room left in the audit spool (records not spooled nor reserved by calls in flight); at 0 new calls are refused.",
+		}, g.spoolFree),
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering audit metrics: %w", err)

@@ -20,6 +20,8 @@ type AuditConfig struct {
 	Flushers   int           `yaml:"flushers"`
 	JSONLFile  string        `yaml:"jsonl_file"`
 	JSONLFsync bool          `yaml:"jsonl_fsync"`
+	// The spool of outcomes waiting for the database (audit_spool.go).
+	AuditSpoolConfig `yaml:",inline"`
 }
 
 // Validate implements Validator.
@@ -37,5 +39,6 @@ func (a *AuditConfig) Validate() error {
 	if a.Flushers < 0 || a.Flushers > 64 {
 		errs = append(errs, Errorf("flushers", "must be between 1 and 64 (0: default)"))
 	}
+	errs = append(errs, a.validateSpool()...)
 	return joinErrs(errs)
 }

@@ -84,6 +84,10 @@ type Config struct {
 	// ShutdownGrace is how long Shutdown lets calls running on a server
 	// finish before it cancels them (calls waiting for a human stop at once).
 	ShutdownGrace time.Duration
+	// OutcomeWait bounds how long a finished call's answer waits for its
+	// outcome record; past it the record goes on in the background
+	// (pipeline.go: finish).
+	OutcomeWait time.Duration
 }
 
 // Deps are the hub's collaborators.
@@ -136,6 +140,7 @@ type Hub struct {
 	handler http.Handler
 	owners  sessionOwners
 	life    *lifecycle
+	alog    auditLog
 }
 
 // New builds the hub: it checks every server's tools against the policy's
@@ -171,6 +176,9 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
+	if cfg.OutcomeWait <= 0 {
+		cfg.OutcomeWait = DefaultOutcomeWait
+	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
@@ -191,6 +199,7 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	if h.newID == nil {
 		h.newID = uuid.NewString
 	}
+	h.alog = newAuditLog(h.log, h.now)
 	if err := h.register(d.Servers); err != nil {
 		return nil, fmt.Errorf("creating MCP hub: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -97,9 +98,12 @@ func (c *call) deny(ctx context.Context, dec *audit.ToolCallDecision) servers.Re
 	return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(msg), "", 0, false)
 }
 
-// auditFailed refuses a call whose decision could not be recorded.
+// auditFailed refuses a call whose decision could not be recorded. While
+// the database is down every call comes here: the log gets a summary
+// (auditLog), not a line per call.
 func (c *call) auditFailed(ctx context.Context, err error) servers.Result {
-	c.h.log.Error("audit decision not recorded; call refused", "call_id", c.id, "tool", c.e.key, "err", err)
+	c.h.alog.refused.Fail(1, err)
+	c.h.log.Debug("audit decision not recorded; call refused", "call_id", c.id, "tool", c.e.key, "err", err)
 	msg := fmt.Sprintf("refused %s: the gateway could not record the call in its audit log, so it did not run; tell the operator (call %s)", c.e.key, c.id)
 	return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "audit: "+err.Error(), 0, false)
 }
@@ -179,12 +183,39 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 func (c *call) finish(ctx context.Context, status string, res servers.Result, errText string, size int, cut bool) servers.Result {
 	h := c.h
 	elapsed := h.now().Sub(c.start) - c.waited
-	h.recordAfter(ctx, &audit.ToolCallOutcome{
+	h.recordOutcome(ctx, &audit.ToolCallOutcome{
 		CallID: c.id, SessionID: c.sess.ID, Time: h.now(), Status: status,
 		Duration: elapsed, ResultBytes: size, Truncated: cut, Error: errText,
 	})
 	h.metrics.Outcome(c.e.server, c.e.tool, status, elapsed)
 	return res
+}
+
+// DefaultOutcomeWait is Config.OutcomeWait when zero.
+const DefaultOutcomeWait = 2 * time.Second
+
+// recordOutcome writes an outcome record in the background and waits for
+// it at most Config.OutcomeWait. Once a tool has run, its result must reach
+// the agent: a database that is paused or slow must not turn a finished
+// call into a transport error the agent would retry (repeating the side
+// effect). The audit sink keeps an outcome it cannot write in time (the
+// Postgres sink spools it); the hub's shutdown waits for the writes still
+// going on (they count as calls in the pipeline).
+func (h *Hub) recordOutcome(ctx context.Context, o *audit.ToolCallOutcome) {
+	leave := h.life.enter()
+	done := make(chan struct{})
+	go func() {
+		defer leave()
+		defer close(done)
+		h.recordAfter(ctx, o)
+	}()
+	t := time.NewTimer(h.cfg.OutcomeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		h.alog.late.Fail(1, fmt.Errorf("outcome of call %s not recorded within %s", o.CallID, h.cfg.OutcomeWait))
+	}
 }
 
 // record writes a record the action depends on (a write-ahead decision):
@@ -193,14 +224,38 @@ func (h *Hub) record(ctx context.Context, e audit.Event) error {
 	if err := h.sink.Record(ctx, e); err != nil {
 		return fmt.Errorf("recording audit event: %w", err)
 	}
+	h.alog.refused.OK()
 	return nil
 }
 
 // recordAfter writes a record nothing waits on (a refusal, an outcome),
-// even when the client has gone; a failure is logged.
+// even when the client has gone; a failure is logged (summarised).
 func (h *Hub) recordAfter(ctx context.Context, e audit.Event) {
 	if err := h.sink.Record(context.WithoutCancel(ctx), e); err != nil {
-		h.log.Error("audit record failed", "event", fmt.Sprintf("%T", e), "err", err)
+		h.alog.lost.Fail(1, err)
+		h.log.Debug("audit record failed", "event", fmt.Sprintf("%T", e), "err", err)
+		return
+	}
+	h.alog.lost.OK()
+	if _, ok := e.(*audit.ToolCallOutcome); ok {
+		h.alog.late.OK()
+	}
+}
+
+// auditLog summarises audit failures in the log: while the database is
+// down, thousands of calls a second may fail alike, and one line per call
+// (three, before) drowned the log (issue 11: 236 MB in 65 s).
+type auditLog struct {
+	refused *audit.FailureSummary // calls refused: their decision was not recorded
+	lost    *audit.FailureSummary // records after the decision that were not written
+	late    *audit.FailureSummary // answers sent before their outcome was recorded
+}
+
+func newAuditLog(log *slog.Logger, now func() time.Time) auditLog {
+	return auditLog{
+		refused: audit.NewFailureSummary(log, "audit writes", "calls refused", audit.DefaultSummaryEvery, now),
+		lost:    audit.NewFailureSummary(log, "audit records after the decision", "records not written", audit.DefaultSummaryEvery, now),
+		late:    audit.NewFailureSummary(log, "outcome records slow", "answers sent before their outcome was recorded", audit.DefaultSummaryEvery, now),
 	}
 }
 

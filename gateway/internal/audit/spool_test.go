@@ -1,0 +1,267 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func spoolOutcomeFor(i int) *ToolCallOutcome {
+	return &ToolCallOutcome{
+		CallID: fmt.Sprintf("call-%03d", i), SessionID: fmt.Sprintf("s%d", i%3),
+		Time:   normalizeTime(time.Date(2026, 1, 2, 3, 4, 5, i*1000, time.UTC)),
+		Status: OutcomeOK, Duration: time.Duration(i) * time.Millisecond, ResultBytes: i, Error: "é\n\"quoted\"",
+	}
+}
+
+func openTestSpool(t *testing.T, dir string, maxRecords int) *Spool {
+	t.Helper()
+	s, torn, err := OpenSpool(dir, maxRecords)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if torn != 0 {
+		t.Fatalf("fresh spool reported %d torn bytes", torn)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestSpoolKeepsOrderAcrossReopen: what add returned nil for is in the file
+// (fsynced before add returns), in order, exactly as given, after a reopen.
+func TestSpoolKeepsOrderAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestSpool(t, dir, 100)
+	for i := range 10 {
+		kind := spoolOutcome
+		if i%4 == 3 {
+			kind = spoolUnconfirmed
+		}
+		if err := s.add(kind, spoolOutcomeFor(i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, torn, err := OpenSpool(dir, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if torn != 0 || r.Len() != 10 {
+		t.Fatalf("reopened: %d entries, %d torn bytes; want 10, 0", r.Len(), torn)
+	}
+	for i, e := range r.head(100) {
+		want := spoolOutcomeFor(i)
+		if *e.Outcome != *want {
+			t.Errorf("entry %d = %+v, want %+v", i, *e.Outcome, *want)
+		}
+		if wantKind := map[bool]string{true: spoolUnconfirmed, false: spoolOutcome}[i%4 == 3]; e.Kind != wantKind {
+			t.Errorf("entry %d kind %q, want %q", i, e.Kind, wantKind)
+		}
+	}
+	// New ids continue after the old ones.
+	if err := r.add(spoolOutcome, spoolOutcomeFor(10), false); err != nil {
+		t.Fatal(err)
+	}
+	if h := r.head(11); h[10].ID <= h[9].ID {
+		t.Fatalf("id %d after %d", h[10].ID, h[9].ID)
+	}
+}
+
+// TestSpoolTornTail: a crash in the middle of an append leaves a partial
+// last line; it is dropped on open, the rest kept. Corruption before the
+// last line refuses to open.
+func TestSpoolTornTail(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mangle  func(data []byte) []byte
+		want    int  // entries kept
+		wantErr bool // open fails
+	}{
+		{name: "cut mid line", mangle: func(d []byte) []byte { return d[:len(d)-7] }, want: 4},
+		{name: "cut before newline", mangle: func(d []byte) []byte { return d[:len(d)-1] }, want: 4},
+		{name: "garbage tail", mangle: func(d []byte) []byte { return append(d, "0000zz {\"id\":"...) }, want: 5},
+		{name: "bad checksum on last line", mangle: func(d []byte) []byte {
+			d[len(d)-3] ^= 1 // inside the JSON of the last line
+			return d
+		}, want: 4},
+		{name: "corrupt middle line", mangle: func(d []byte) []byte {
+			d[12] ^= 1
+			return d
+		}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTestSpool(t, dir, 100)
+			for i := range 5 {
+				if err := s.add(spoolOutcome, spoolOutcomeFor(i), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = s.Close()
+			path := filepath.Join(dir, spoolFile)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, tc.mangle(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r, torn, err := OpenSpool(dir, 100)
+			if tc.wantErr {
+				if err == nil {
+					r.Close()
+					t.Fatal("opened a spool corrupt before its last line")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.Len() != tc.want {
+				t.Fatalf("%d entries kept, want %d", r.Len(), tc.want)
+			}
+			if tc.want < 5 && torn == 0 {
+				t.Error("torn bytes not reported")
+			}
+			// The torn bytes are gone from the file, and appends go on.
+			if err := r.add(spoolOutcome, spoolOutcomeFor(9), false); err != nil {
+				t.Fatal(err)
+			}
+			_ = r.Close()
+			again, torn, err := OpenSpool(dir, 100)
+			if err != nil || torn != 0 || again.Len() != tc.want+1 {
+				t.Fatalf("after append: %v, torn %d, %d entries; want nil, 0, %d", err, torn, again.Len(), tc.want+1)
+			}
+			again.Close()
+		})
+	}
+}
+
+// TestSpoolBound: the spool holds at most max entries; reservations made
+// for calls in flight are honoured before room is given to anyone else, so
+// an outcome with a reservation is never refused.
+func TestSpoolBound(t *testing.T) {
+	s := openTestSpool(t, t.TempDir(), 3)
+	for range 2 {
+		if err := s.reserve(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.add(spoolOutcome, spoolOutcomeFor(0), false); err != nil {
+		t.Fatalf("unreserved add with room: %v", err)
+	}
+	if err := s.reserve(); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("reserve past the bound: %v, want ErrSpoolFull", err)
+	}
+	if err := s.add(spoolOutcome, spoolOutcomeFor(1), false); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("unreserved add into reserved room: %v, want ErrSpoolFull", err)
+	}
+	for i := range 2 {
+		if err := s.add(spoolOutcome, spoolOutcomeFor(2+i), true); err != nil {
+			t.Fatalf("reserved add %d: %v", i, err)
+		}
+	}
+	if s.Len() != 3 || s.Free() != 0 {
+		t.Fatalf("len %d free %d, want 3 0", s.Len(), s.Free())
+	}
+	// Removing written entries makes room again.
+	h := s.head(2)
+	if err := s.remove(map[uint64]bool{h[0].ID: true, h[1].ID: true}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 1 || s.Free() != 2 {
+		t.Fatalf("after remove: len %d free %d, want 1 2", s.Len(), s.Free())
+	}
+	if got := s.head(1)[0].Outcome.CallID; got != "call-003" {
+		t.Fatalf("remaining entry %s, want call-003", got)
+	}
+	if err := s.reserve(); err != nil {
+		t.Fatal(err)
+	}
+	s.release()
+	if s.Free() != 2 {
+		t.Fatalf("release did not give the room back: free %d", s.Free())
+	}
+}
+
+// TestSpoolRemoveSurvivesReopen: removed entries stay removed.
+func TestSpoolRemoveSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestSpool(t, dir, 10)
+	for i := range 4 {
+		if err := s.add(spoolOutcome, spoolOutcomeFor(i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := s.head(4)
+	if err := s.remove(map[uint64]bool{h[1].ID: true, h[2].ID: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	r, _, err := OpenSpool(dir, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for _, e := range r.head(10) {
+		got = append(got, e.Outcome.CallID)
+	}
+	if fmt.Sprint(got) != "[call-000 call-003]" {
+		t.Fatalf("after remove and reopen: %v", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, spoolFile+".tmp")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temporary file left behind: %v", err)
+	}
+}
+
+// FuzzParseSpool: the parser never panics, never accepts a line whose
+// checksum does not match, and what it accepts re-encodes to the same bytes.
+func FuzzParseSpool(f *testing.F) {
+	line, _ := encodeSpoolLine(spoolEntry{ID: 1, Kind: spoolOutcome, Outcome: spoolOutcomeFor(1)})
+	f.Add(line)
+	f.Add(append(append([]byte{}, line...), line[:20]...))
+	f.Add([]byte("00000000 {}\n"))
+	f.Add([]byte("\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, good, err := parseSpool(data)
+		if err != nil {
+			return
+		}
+		if good > len(data) {
+			t.Fatalf("prefix %d longer than the input %d", good, len(data))
+		}
+		n := 0
+		for _, e := range entries {
+			n += e.rawBytes
+			if e.Outcome == nil || e.ID == 0 {
+				t.Fatalf("incomplete entry accepted: %+v", e)
+			}
+		}
+		if n != good {
+			t.Fatalf("entries cover %d bytes, prefix is %d", n, good)
+		}
+	})
+}
+
+func BenchmarkSpoolAdd(b *testing.B) {
+	s, _, err := OpenSpool(b.TempDir(), b.N+1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	o := spoolOutcomeFor(1)
+	b.ResetTimer()
+	for range b.N {
+		if err := s.add(spoolOutcome, o, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
