@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 )
 
@@ -90,6 +91,33 @@ func (s *Stack) StopPostgres(ctx context.Context) error {
 func (s *Stack) StartPostgres(ctx context.Context) error {
 	if err := s.Postgres.Start(ctx); err != nil {
 		return fmt.Errorf("starting postgres again: %w", err)
+	}
+	return nil
+}
+
+// KillPostgres kills the database container at once (SIGKILL, as `docker
+// kill`): no shutdown checkpoint, open connections break mid-statement.
+// StartPostgres brings it back (crash recovery from its data volume).
+func (s *Stack) KillPostgres(ctx context.Context) error {
+	if _, err := s.cli.ContainerKill(ctx, s.Postgres.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		return fmt.Errorf("killing postgres: %w", err)
+	}
+	return nil
+}
+
+// PausePostgres freezes the database container (`docker pause`): its
+// connections stay open and answer nothing until UnpausePostgres.
+func (s *Stack) PausePostgres(ctx context.Context) error {
+	if _, err := s.cli.ContainerPause(ctx, s.Postgres.ID, client.ContainerPauseOptions{}); err != nil {
+		return fmt.Errorf("pausing postgres: %w", err)
+	}
+	return nil
+}
+
+// UnpausePostgres thaws a paused database container.
+func (s *Stack) UnpausePostgres(ctx context.Context) error {
+	if _, err := s.cli.ContainerUnpause(ctx, s.Postgres.ID, client.ContainerUnpauseOptions{}); err != nil {
+		return fmt.Errorf("unpausing postgres: %w", err)
 	}
 	return nil
 }
