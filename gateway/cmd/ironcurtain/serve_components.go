@@ -113,8 +113,9 @@ type storage struct {
 // only and every escalation is denied.
 func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) string, reg prometheus.Registerer, log *slog.Logger, closers *closeStack) (*storage, error) {
 	var copySink *audit.JSONL
+	argLimits := audit.Limits{MaxValueBytes: cfg.Audit.MaxArgValueBytes, MaxArgsBytes: cfg.Audit.MaxArgsBytes}
 	if cfg.Audit.JSONLFile != "" {
-		var opts []audit.JSONLOption
+		opts := []audit.JSONLOption{audit.ArgLimits(argLimits)}
 		if cfg.Audit.JSONLFsync {
 			opts = append(opts, audit.Fsync())
 		}
@@ -157,6 +158,7 @@ func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) st
 		Flushers:    cfg.Audit.Flushers,
 		Spool:       spool,
 		OutcomeWait: cfg.Audit.OutcomeWait,
+		ArgLimits:   argLimits,
 	}, reg, log.With("component", "audit"))
 	if err != nil {
 		return nil, fmt.Errorf("building the audit sink: %w", err)

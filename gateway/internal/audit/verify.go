@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -28,12 +30,45 @@ func (b Break) String() string {
 	return fmt.Sprintf("session %q: chain broken at seq %d, %s row %s: %s", b.SessionID, b.Seq, b.Table, b.RowID, b.Problem)
 }
 
+// Kinds of Gap.
+const (
+	// GapOutcomePending: the call was allowed (or approved and run) and no
+	// outcome row exists yet. It ran, or was about to: the gateway may
+	// still hold the outcome in its spool, waiting for the database.
+	GapOutcomePending = "ran, outcome pending"
+	// GapNeverRan: the call was denied (or its escalation was never
+	// approved and used by it), so it did not run; only its outcome row,
+	// which would say so, is missing.
+	GapNeverRan = "never ran"
+)
+
+// MaxReportedGaps bounds the gaps listed per session (all are counted).
+const MaxReportedGaps = 100
+
+// Gap is a decision row without an outcome row. It is not a broken link:
+// the chain holds what was written; the gap says what is missing.
+type Gap struct {
+	CallID   string
+	Seq      int64  // the decision's chain position
+	Decision string // allow, deny or escalate
+	Kind     string // GapOutcomePending or GapNeverRan
+}
+
+func (g Gap) String() string {
+	return fmt.Sprintf("call %s (seq %d, %s): no outcome row: %s", g.CallID, g.Seq, g.Decision, g.Kind)
+}
+
 // SessionCheck is the verification result of one session.
 type SessionCheck struct {
 	SessionID string
 	Records   int64  // records walked
 	Head      string // hex hash of the last record (anchor it elsewhere to detect truncation by a DB admin)
 	Break     *Break // nil when the chain is intact
+	// Gaps lists decisions without an outcome (at most MaxReportedGaps,
+	// in chain order); GapCount counts them all. Only reported for an
+	// intact chain.
+	Gaps     []Gap
+	GapCount int
 }
 
 // chained is one stored record with its chain columns.
@@ -44,35 +79,61 @@ type chained struct {
 	prev  []byte
 	hash  []byte
 	ev    Event
+	// ranOnApproval is set for an escalated decision whose approval this
+	// call used (so it ran).
+	ranOnApproval bool
 }
 
 // Verify recomputes the hash chain of one session (or of every session when
 // sessionID is empty) and reports the first broken link of each: an edited
 // row (hash mismatch), a deleted row (gap in seq), reordered rows (prev_hash
-// mismatch) or truncation (the sessions head is ahead of the last row).
+// mismatch) or truncation (the sessions head is ahead of the last row). It
+// also lists decisions without an outcome (Gaps).
 func Verify(ctx context.Context, pool *pgxpool.Pool, sessionID string) ([]SessionCheck, error) {
-	var sessions []string
-	if sessionID != "" {
-		sessions = []string{sessionID}
-	} else {
-		rows, err := pool.Query(ctx, `SELECT id FROM sessions ORDER BY id`)
-		if err != nil {
-			return nil, fmt.Errorf("verifying audit chain: listing sessions: %w", err)
-		}
-		sessions, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, fmt.Errorf("verifying audit chain: listing sessions: %w", err)
-		}
-	}
-	out := make([]SessionCheck, 0, len(sessions))
-	for _, s := range sessions {
-		c, err := verifySession(ctx, pool, s)
-		if err != nil {
-			return out, fmt.Errorf("verifying audit chain of session %q: %w", s, err)
-		}
+	var out []SessionCheck
+	err := VerifyEach(ctx, pool, sessionID, func(c SessionCheck) error {
 		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// VerifyEach is Verify reporting each session to fn as soon as it is
+// checked. Each session's records are walked one row at a time from one
+// query in chain order: memory does not grow with the session.
+func VerifyEach(ctx context.Context, pool *pgxpool.Pool, sessionID string, fn func(SessionCheck) error) error {
+	if sessionID != "" {
+		c, err := verifySession(ctx, pool, sessionID)
+		if err != nil {
+			return fmt.Errorf("verifying audit chain of session %q: %w", sessionID, err)
+		}
+		return fn(c)
 	}
-	return out, nil
+	// Sessions are listed in pages (keyset on id), not all at once.
+	after := ""
+	for {
+		rows, err := pool.Query(ctx, `SELECT id FROM sessions WHERE id > $1 ORDER BY id LIMIT 1000`, after)
+		if err != nil {
+			return fmt.Errorf("verifying audit chain: listing sessions: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("verifying audit chain: listing sessions: %w", err)
+		}
+		for _, s := range ids {
+			c, err := verifySession(ctx, pool, s)
+			if err != nil {
+				return fmt.Errorf("verifying audit chain of session %q: %w", s, err)
+			}
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+		if len(ids) < 1000 {
+			return nil
+		}
+		after = ids[len(ids)-1]
+	}
 }
 
 func verifySession(ctx context.Context, pool *pgxpool.Pool, session string) (SessionCheck, error) {
@@ -95,120 +156,164 @@ func verifySession(ctx context.Context, pool *pgxpool.Pool, session string) (Ses
 	if err != nil {
 		return check, err
 	}
-	recs, err := loadChain(ctx, tx, session)
-	if err != nil {
+	w := chainWalk{check: &check, prev: genesis, open: map[string]Gap{}}
+	if err := walkChain(ctx, tx, session, w.step); err != nil && !errors.Is(err, errBroken) {
 		return check, err
 	}
-	prev := genesis
-	for i, r := range recs {
-		want := int64(i + 1)
-		switch {
-		case r.seq > want:
-			check.Break = &Break{SessionID: session, Table: r.table, RowID: r.id, Seq: want,
-				Problem: fmt.Sprintf("record seq %d is missing (deleted?); the next record found is seq %d", want, r.seq)}
-		case r.seq < want:
-			check.Break = &Break{SessionID: session, Table: r.table, RowID: r.id, Seq: r.seq,
-				Problem: fmt.Sprintf("seq %d appears twice", r.seq)}
-		case !bytes.Equal(r.prev, prev):
-			check.Break = &Break{SessionID: session, Table: r.table, RowID: r.id, Seq: r.seq,
-				Problem: "prev_hash does not match the previous record's hash (rows reordered, or a row before it was replaced)"}
-		default:
-			kind, sess, fields := chainFields(r.ev)
-			if got := chainHash(prev, kind, sess, r.seq, fields); !bytes.Equal(got, r.hash) {
-				check.Break = &Break{SessionID: session, Table: r.table, RowID: r.id, Seq: r.seq,
-					Problem: "hash does not match the row's contents (row edited)"}
-			}
-		}
-		if check.Break != nil {
-			return check, nil
-		}
-		prev = r.hash
-		check.Records++
+	if check.Break != nil {
+		return check, nil
 	}
-	check.Head = hex.EncodeToString(prev)
+	check.Head = hex.EncodeToString(w.prev)
 	switch {
 	case headSeq != check.Records:
 		check.Break = &Break{SessionID: session, Table: "sessions", Seq: check.Records + 1,
 			Problem: fmt.Sprintf("the session head says %d records but %d were found (records deleted at the end?)", headSeq, check.Records)}
-	case !bytes.Equal(headHash, prev):
+	case !bytes.Equal(headHash, w.prev):
 		check.Break = &Break{SessionID: session, Table: "sessions", Seq: check.Records,
 			Problem: "the session head hash does not match the last record"}
+	default:
+		w.reportGaps()
 	}
 	return check, nil
 }
 
-// loadChain reads every chained record of a session, ordered by seq.
-func loadChain(ctx context.Context, tx pgx.Tx, session string) ([]chained, error) {
-	var recs []chained
-	type loader struct {
-		table, sql string
-		scan       func(pgx.Rows) (chained, error)
-	}
-	loaders := []loader{
-		{"tool_calls", `SELECT call_id, session_id, seq, at, server, tool, args, decision, rule, reason, shadow_decision,
-		   shadow_rule, escalation_id, detail, prev_hash, hash FROM tool_calls WHERE session_id = $1`,
-			func(r pgx.Rows) (chained, error) {
-				d := &ToolCallDecision{}
-				c := chained{table: "tool_calls", ev: d}
-				var args string
-				err := r.Scan(&d.CallID, &d.SessionID, &c.seq, &d.Time, &d.Server, &d.Tool, &args, &d.Decision, &d.Rule,
-					&d.Reason, &d.ShadowDecision, &d.ShadowRule, &d.EscalationID, &d.Detail, &c.prev, &c.hash)
-				d.Args, c.id = []byte(args), d.CallID
-				return c, err
-			}},
-		{"tool_call_outcomes", `SELECT call_id, session_id, seq, at, status, duration_ns, result_bytes, truncated, error,
-		   prev_hash, hash FROM tool_call_outcomes WHERE session_id = $1`,
-			func(r pgx.Rows) (chained, error) {
-				o := &ToolCallOutcome{}
-				c := chained{table: "tool_call_outcomes", ev: o}
-				var dur, size int64
-				err := r.Scan(&o.CallID, &o.SessionID, &c.seq, &o.Time, &o.Status, &dur, &size, &o.Truncated, &o.Error, &c.prev, &c.hash)
-				o.Duration, o.ResultBytes, c.id = time.Duration(dur), int(size), o.CallID
-				return c, err
-			}},
-		{"egress_events", `SELECT id, session_id, seq, tool_call_id, at, kind, method, host, port, resolved_ip, decision, reason,
-		   rule, bytes_up, bytes_down, duration_ns, error, prev_hash, hash FROM egress_events WHERE session_id = $1`,
-			func(r pgx.Rows) (chained, error) {
-				g := &EgressEvent{}
-				c := chained{table: "egress_events", ev: g}
-				var port int32
-				var dur int64
-				err := r.Scan(&g.ID, &g.SessionID, &c.seq, &g.ToolCallID, &g.Time, &g.Kind, &g.Method, &g.Host, &port, &g.ResolvedIP,
-					&g.Decision, &g.Reason, &g.Rule, &g.BytesUp, &g.BytesDown, &dur, &g.Error, &c.prev, &c.hash)
-				g.Port, g.Duration, c.id = int(port), time.Duration(dur), g.ID
-				return c, err
-			}},
-		{"llm_calls", `SELECT id, session_id, seq, at, provider, model, path, stream, status_code, input_tokens, output_tokens,
-		   cost_usd, duration_ns, error, prev_hash, hash FROM llm_calls WHERE session_id = $1`,
-			func(r pgx.Rows) (chained, error) {
-				l := &LLMCall{}
-				c := chained{table: "llm_calls", ev: l}
-				var status int32
-				var dur int64
-				err := r.Scan(&l.ID, &l.SessionID, &c.seq, &l.Time, &l.Provider, &l.Model, &l.Path, &l.Stream, &status,
-					&l.InputTokens, &l.OutputTokens, &l.CostUSD, &dur, &l.Error, &c.prev, &c.hash)
-				l.StatusCode, l.Duration, c.id = int(status), time.Duration(dur), l.ID
-				return c, err
-			}},
-	}
-	for _, l := range loaders {
-		rows, err := tx.Query(ctx, l.sql, session)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", l.table, err)
-		}
-		for rows.Next() {
-			c, err := l.scan(rows)
-			if err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("reading %s: %w", l.table, err)
-			}
-			recs = append(recs, c)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", l.table, err)
+// errBroken stops the walk at the first broken link.
+var errBroken = errors.New("chain broken")
+
+// chainWalk checks records one at a time, in seq order.
+type chainWalk struct {
+	check *SessionCheck
+	prev  []byte
+	// open holds the decisions not yet followed by their outcome.
+	open map[string]Gap
+}
+
+func (w *chainWalk) step(r *chained) error {
+	session := w.check.SessionID
+	want := w.check.Records + 1
+	switch {
+	case r.seq > want:
+		w.check.Break = &Break{SessionID: session, Table: r.table, RowID: r.id, Seq: want,
+			Problem: fmt.Sprintf("record seq %d is missing (deleted?); the next record found is seq %d", want, r.seq)}
+	case r.seq < want:
+		w.check.Break = &Break{SessionID: session, Table: r.table, RowID: r.id, Seq: r.seq,
+			Problem: fmt.Sprintf("seq %d appears twice", r.seq)}
+	case !bytes.Equal(r.prev, w.prev):
+		w.check.Break = &Break{SessionID: session, Table: r.table, RowID: r.id, Seq: r.seq,
+			Problem: "prev_hash does not match the previous record's hash (rows reordered, or a row before it was replaced)"}
+	default:
+		kind, sess, fields := chainFields(r.ev)
+		if got := chainHash(w.prev, kind, sess, r.seq, fields); !bytes.Equal(got, r.hash) {
+			w.check.Break = &Break{SessionID: session, Table: r.table, RowID: r.id, Seq: r.seq,
+				Problem: "hash does not match the row's contents (row edited)"}
 		}
 	}
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].seq < recs[j].seq })
-	return recs, nil
+	if w.check.Break != nil {
+		return errBroken
+	}
+	w.prev = r.hash
+	w.check.Records++
+	switch x := r.ev.(type) {
+	case *ToolCallDecision:
+		g := Gap{CallID: x.CallID, Seq: r.seq, Decision: x.Decision, Kind: GapNeverRan}
+		if x.Decision == "allow" || (x.Decision == "escalate" && r.ranOnApproval) {
+			g.Kind = GapOutcomePending
+		}
+		w.open[x.CallID] = g
+	case *ToolCallOutcome:
+		delete(w.open, x.CallID)
+	}
+	return nil
+}
+
+// reportGaps moves the decisions left open into the check, in seq order.
+func (w *chainWalk) reportGaps() {
+	w.check.GapCount = len(w.open)
+	if len(w.open) == 0 {
+		return
+	}
+	gaps := make([]Gap, 0, len(w.open))
+	for _, g := range w.open {
+		gaps = append(gaps, g)
+	}
+	sort.Slice(gaps, func(i, j int) bool { return gaps[i].Seq < gaps[j].Seq })
+	w.check.Gaps = gaps[:min(len(gaps), MaxReportedGaps)]
+}
+
+// chainSQL reads every chained record of a session in seq order, one row
+// per record, from the four audit tables in one query (a merge of their
+// (session_id, seq) indexes). Columns: table, id, seq, at, prev_hash, hash,
+// ten text, four bigint, one boolean and one float slot (see scanChained),
+// and for a decision whether its escalation's approval was used by it.
+const chainSQL = `
+SELECT 'tool_calls', c.call_id, c.seq, c.at, c.prev_hash, c.hash,
+       c.server, c.tool, c.args, c.decision, c.rule, c.reason, c.shadow_decision, c.shadow_rule, c.escalation_id, c.detail,
+       0::bigint, 0::bigint, 0::bigint, 0::bigint, false, 0::float8,
+       c.escalation_id <> '' AND EXISTS (SELECT 1 FROM escalations e WHERE e.id = c.escalation_id AND e.consumed_by_call_id = c.call_id)
+FROM tool_calls c WHERE c.session_id = $1
+UNION ALL
+SELECT 'tool_call_outcomes', o.call_id, o.seq, o.at, o.prev_hash, o.hash,
+       o.status, o.error, '', '', '', '', '', '', '', '',
+       o.duration_ns, o.result_bytes, 0, 0, o.truncated, 0, false
+FROM tool_call_outcomes o WHERE o.session_id = $1
+UNION ALL
+SELECT 'egress_events', g.id, g.seq, g.at, g.prev_hash, g.hash,
+       g.tool_call_id, g.kind, g.method, g.host, g.resolved_ip, g.decision, g.reason, g.rule, g.error, '',
+       g.port, g.bytes_up, g.bytes_down, g.duration_ns, false, 0, false
+FROM egress_events g WHERE g.session_id = $1
+UNION ALL
+SELECT 'llm_calls', l.id, l.seq, l.at, l.prev_hash, l.hash,
+       l.provider, l.model, l.path, l.error, '', '', '', '', '', '',
+       l.status_code, l.input_tokens, l.output_tokens, l.duration_ns, l.stream, l.cost_usd, false
+FROM llm_calls l WHERE l.session_id = $1
+ORDER BY 3`
+
+// walkChain calls fn with each chained record of a session in seq order,
+// one row at a time (the record is reused between calls).
+func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained) error) error {
+	rows, err := tx.Query(ctx, chainSQL, session)
+	if err != nil {
+		return fmt.Errorf("reading the chain: %w", err)
+	}
+	defer rows.Close()
+	var (
+		r   chained
+		at  time.Time
+		t   [10]string
+		n   [4]int64
+		b   bool
+		f   float64
+		ran bool
+	)
+	for rows.Next() {
+		r = chained{}
+		if err := rows.Scan(&r.table, &r.id, &r.seq, &at, &r.prev, &r.hash,
+			&t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6], &t[7], &t[8], &t[9],
+			&n[0], &n[1], &n[2], &n[3], &b, &f, &ran); err != nil {
+			return fmt.Errorf("reading the chain: %w", err)
+		}
+		switch r.table {
+		case "tool_calls":
+			r.ev = &ToolCallDecision{CallID: r.id, SessionID: session, Time: at, Server: t[0], Tool: t[1], Args: json.RawMessage(t[2]),
+				Decision: t[3], Rule: t[4], Reason: t[5], ShadowDecision: t[6], ShadowRule: t[7], EscalationID: t[8], Detail: t[9]}
+			r.ranOnApproval = ran
+		case "tool_call_outcomes":
+			r.ev = &ToolCallOutcome{CallID: r.id, SessionID: session, Time: at, Status: t[0], Error: t[1],
+				Duration: time.Duration(n[0]), ResultBytes: int(n[1]), Truncated: b}
+		case "egress_events":
+			r.ev = &EgressEvent{ID: r.id, SessionID: session, Time: at, ToolCallID: t[0], Kind: t[1], Method: t[2], Host: t[3],
+				ResolvedIP: t[4], Decision: t[5], Reason: t[6], Rule: t[7], Error: t[8],
+				Port: int(n[0]), BytesUp: n[1], BytesDown: n[2], Duration: time.Duration(n[3])}
+		case "llm_calls":
+			r.ev = &LLMCall{ID: r.id, SessionID: session, Time: at, Provider: t[0], Model: t[1], Path: t[2], Error: t[3],
+				StatusCode: int(n[0]), InputTokens: n[1], OutputTokens: n[2], Duration: time.Duration(n[3]), Stream: b, CostUSD: f}
+		}
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading the chain: %w", err)
+	}
+	return nil
 }

@@ -22,6 +22,8 @@ type AuditConfig struct {
 	JSONLFsync bool          `yaml:"jsonl_fsync"`
 	// The spool of outcomes waiting for the database (audit_spool.go).
 	AuditSpoolConfig `yaml:",inline"`
+	// Bounds of the stored tool-call arguments (audit_args.go).
+	AuditArgsConfig `yaml:",inline"`
 }
 
 // Validate implements Validator.
@@ -40,5 +42,6 @@ func (a *AuditConfig) Validate() error {
 		errs = append(errs, Errorf("flushers", "must be between 1 and 64 (0: default)"))
 	}
 	errs = append(errs, a.validateSpool()...)
+	errs = append(errs, a.validateArgs()...)
 	return joinErrs(errs)
 }

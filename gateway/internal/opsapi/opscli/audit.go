@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/opsapi"
 	"ironcurtain.dev/gateway/internal/store"
@@ -83,58 +85,29 @@ func auditCmd(ctx context.Context, args []string, e Env) error {
 
 	switch sub {
 	case "verify":
-		checks, err := audit.Verify(ctx, pool, f.session)
-		if err != nil {
-			return err
-		}
-		broken := 0
-		for _, c := range checks {
-			if c.Break != nil {
-				broken++
-			}
-		}
-		if f.json {
-			if err := printJSON(e.Stdout, checks); err != nil {
-				return err
-			}
-		} else {
-			for _, c := range checks {
-				if c.Break != nil {
-					fmt.Fprintf(e.Stdout, "BROKEN  %s\n", c.Break)
-				} else {
-					fmt.Fprintf(e.Stdout, "ok      session %q: %d records, head %s\n", c.SessionID, c.Records, c.Head)
-				}
-			}
-			fmt.Fprintf(e.Stdout, "%d sessions checked, %d broken\n", len(checks), broken)
-		}
-		if broken > 0 {
-			return errBroken
-		}
-		return nil
+		return verify(ctx, e, pool, f)
 	case "query":
-		calls, err := audit.Query(ctx, pool, filter)
-		if err != nil {
-			return err
-		}
-		return printCalls(e.Stdout, calls, f.json, true)
+		return printCalls(ctx, e.Stdout, pool, filter, f.json, true, nil)
 	default: // tail
 		// Start with the latest rows, oldest first, then follow.
-		calls, err := audit.Query(ctx, pool, audit.Filter{Session: filter.Session, Server: filter.Server, Tool: filter.Tool,
-			Decision: filter.Decision, Since: filter.Since, Limit: min(filter.Limit, 20)})
+		var last audit.ToolCall
+		first := audit.Filter{Session: filter.Session, Server: filter.Server, Tool: filter.Tool,
+			Decision: filter.Decision, Since: filter.Since, Limit: min(filter.Limit, 20)}
+		calls, err := audit.Query(ctx, pool, first) // at most 20 rows
 		if err != nil {
 			return err
 		}
 		for i, j := 0, len(calls)-1; i < j; i, j = i+1, j-1 {
 			calls[i], calls[j] = calls[j], calls[i]
 		}
-		if err := printCalls(e.Stdout, calls, f.json, true); err != nil {
+		if err := writeCalls(e.Stdout, calls, f.json, true); err != nil {
 			return err
 		}
-		last := time.Now().Add(-time.Hour * 24 * 365 * 100)
+		filter.After = time.Now().Add(-time.Hour * 24 * 365 * 100)
 		if len(calls) > 0 {
-			last = calls[len(calls)-1].Time
+			last = calls[len(calls)-1]
+			filter.After, filter.Cursor = last.Time.Add(-time.Microsecond), last.Cursor()
 		}
-		filter.After = last
 		ticker := time.NewTicker(f.interval)
 		defer ticker.Stop()
 		for {
@@ -143,24 +116,112 @@ func auditCmd(ctx context.Context, args []string, e Env) error {
 				return nil
 			case <-ticker.C:
 			}
-			calls, err := audit.Query(ctx, pool, filter)
+			err := printCalls(ctx, e.Stdout, pool, filter, f.json, false, func(c *audit.ToolCall) {
+				filter.Cursor = c.Cursor()
+			})
 			if err != nil {
 				return ctxErr(ctx, err)
 			}
-			if len(calls) > 0 {
-				filter.After = calls[len(calls)-1].Time
-				if err := printCalls(e.Stdout, calls, f.json, false); err != nil {
-					return err
-				}
+			// Rows at the cursor's instant but after it are still to come.
+			if !filter.Cursor.IsZero() {
+				filter.After = filter.Cursor.Time.Add(-time.Microsecond)
 			}
 		}
 	}
 }
 
-func printCalls(w io.Writer, calls []audit.ToolCall, asJSON, header bool) error {
-	if asJSON {
-		for _, c := range calls { // one object per line: easy to pipe
+// verify walks each session's chain one row at a time and prints each
+// session as soon as it is checked.
+func verify(ctx context.Context, e Env, pool *pgxpool.Pool, f auditFlags) error {
+	var sessions, broken, gapped int
+	err := audit.VerifyEach(ctx, pool, f.session, func(c audit.SessionCheck) error {
+		sessions++
+		if c.Break != nil {
+			broken++
+		}
+		if c.GapCount > 0 {
+			gapped++
+		}
+		if f.json {
+			return printJSONLine(e.Stdout, c)
+		}
+		if c.Break != nil {
+			_, err := fmt.Fprintf(e.Stdout, "BROKEN  %s\n", c.Break)
+			return err
+		}
+		fmt.Fprintf(e.Stdout, "ok      session %q: %d records, head %s\n", c.SessionID, c.Records, c.Head)
+		for _, g := range c.Gaps {
+			fmt.Fprintf(e.Stdout, "GAP     session %q: %s\n", c.SessionID, g)
+		}
+		if more := c.GapCount - len(c.Gaps); more > 0 {
+			fmt.Fprintf(e.Stdout, "GAP     session %q: %d more decisions without an outcome\n", c.SessionID, more)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !f.json {
+		fmt.Fprintf(e.Stdout, "%d sessions checked, %d broken, %d with decisions missing an outcome\n", sessions, broken, gapped)
+	}
+	if broken > 0 {
+		return errBroken
+	}
+	return nil
+}
+
+// tableFlushRows is how many table rows are buffered (for column widths)
+// before they are written.
+const tableFlushRows = 100
+
+// printCalls streams the tool calls matching filter to w, one row at a
+// time (tables are flushed every tableFlushRows rows). seen, when set, is
+// called with each row after it is printed.
+func printCalls(ctx context.Context, w io.Writer, pool *pgxpool.Pool, filter audit.Filter, asJSON, header bool, seen func(*audit.ToolCall)) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if header && !asJSON {
+		fmt.Fprintln(tw, callHeader)
+	}
+	n := 0
+	err := audit.QueryEach(ctx, pool, filter, func(c *audit.ToolCall) error {
+		if asJSON {
 			if err := printJSONLine(w, c); err != nil {
+				return err
+			}
+		} else {
+			writeCallRow(tw, c)
+			if n++; n%tableFlushRows == 0 {
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if seen != nil {
+			seen(c)
+		}
+		return nil
+	})
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+const callHeader = "TIME\tSESSION\tTOOL\tDECISION\tOUTCOME\tRULE\tREASON"
+
+func writeCallRow(tw io.Writer, c *audit.ToolCall) {
+	outcome := "-"
+	if c.Outcome != nil {
+		outcome = c.Outcome.Status
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s__%s\t%s\t%s\t%s\t%s\n", c.Time.Local().Format("2006-01-02 15:04:05"), c.SessionID,
+		c.Server, c.Tool, c.Decision, outcome, oneLine(c.Rule, 30), oneLine(c.Reason, 60))
+}
+
+func writeCalls(w io.Writer, calls []audit.ToolCall, asJSON, header bool) error {
+	if asJSON {
+		for i := range calls { // one object per line: easy to pipe
+			if err := printJSONLine(w, &calls[i]); err != nil {
 				return err
 			}
 		}
@@ -168,15 +229,10 @@ func printCalls(w io.Writer, calls []audit.ToolCall, asJSON, header bool) error 
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if header {
-		fmt.Fprintln(tw, "TIME\tSESSION\tTOOL\tDECISION\tOUTCOME\tRULE\tREASON")
+		fmt.Fprintln(tw, callHeader)
 	}
-	for _, c := range calls {
-		outcome := "-"
-		if c.Outcome != nil {
-			outcome = c.Outcome.Status
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s__%s\t%s\t%s\t%s\t%s\n", c.Time.Local().Format("2006-01-02 15:04:05"), c.SessionID,
-			c.Server, c.Tool, c.Decision, outcome, oneLine(c.Rule, 30), oneLine(c.Reason, 60))
+	for i := range calls {
+		writeCallRow(tw, &calls[i])
 	}
 	return tw.Flush()
 }

@@ -2,7 +2,10 @@ package opscli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -87,7 +90,7 @@ func escalations(ctx context.Context, args []string, e Env) error {
 		fmt.Fprintln(tw, "ID\tSTATUS\tAGE\tSESSION\tWHAT\tRESOURCE\tREASON")
 		for _, x := range list {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Status, time.Since(x.CreatedAt).Round(time.Second),
-				x.SessionID, what(x), oneLine(x.Resource, 40), oneLine(x.Reason, 50))
+				x.SessionID, what(x), oneLine(resource(x), 60), oneLine(x.Reason, 50))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -118,6 +121,58 @@ func what(x escalation.Escalation) string {
 	return x.Server + "__" + x.Tool
 }
 
+// pathKeys are the argument names that hold paths in the built-in tools
+// (filesystem and git), in the order they are shown.
+var pathKeys = []string{"path", "source", "destination", "file", "paths", "files"}
+
+// resource is what an escalation is about, for the RESOURCE column: its
+// own resource when it has one (a domain for egress, a directory for
+// "approve similar"), else the paths in its arguments.
+func resource(x escalation.Escalation) string {
+	if x.Resource != "" {
+		return visible(x.Resource)
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(x.Args, &args) != nil {
+		return ""
+	}
+	var paths []string
+	for _, k := range pathKeys {
+		raw, ok := args[k]
+		if !ok {
+			continue
+		}
+		var one string
+		var many []json.RawMessage
+		switch {
+		case json.Unmarshal(raw, &one) == nil:
+			paths = append(paths, one)
+		case json.Unmarshal(raw, &many) == nil:
+			for _, m := range many {
+				if json.Unmarshal(m, &one) == nil {
+					paths = append(paths, one)
+				}
+			}
+		}
+	}
+	for i, p := range paths {
+		paths[i] = visible(p)
+	}
+	return strings.Join(paths, " ")
+}
+
+// visible shows agent-written text safely on a terminal: control, bidi
+// and other invisible characters (and quotes and backslashes) are escaped,
+// so a path cannot move the cursor, recolour the screen or reorder what
+// the operator reads.
+func visible(s string) string {
+	q := strconv.QuoteToGraphic(s)
+	if q[1:len(q)-1] == s && !strings.ContainsAny(s, " ") {
+		return s
+	}
+	return q
+}
+
 func printEscalation(e Env, x escalation.Escalation, asJSON bool) error {
 	if asJSON {
 		return printJSON(e.Stdout, x)
@@ -133,7 +188,7 @@ func printEscalation(e Env, x escalation.Escalation, asJSON bool) error {
 	row("session", x.SessionID)
 	row("call", x.CallID)
 	row("what", what(x))
-	row("resource", x.Resource)
+	row("resource", resource(x))
 	row("rule", x.Rule)
 	row("reason", x.Reason)
 	row("arguments", string(x.Args))

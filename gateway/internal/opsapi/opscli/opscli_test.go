@@ -87,6 +87,10 @@ func TestMigrateAndAuditCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "1 sessions checked, 0 broken") {
 		t.Fatalf("verify: %d %q", code, out)
 	}
+	// Two denied decisions without outcome rows: gaps, "never ran".
+	if strings.Count(out, "GAP") != 2 || strings.Count(out, audit.GapNeverRan) != 2 || !strings.Contains(out, "1 with decisions missing an outcome") {
+		t.Fatalf("verify gaps: %q", out)
+	}
 	code, out, _ = run(t, Audit, env, "query", "--decision", "deny", "--session", "s1")
 	if code != 0 || strings.Count(out, "git__push") != 2 || !strings.Contains(out, "DECISION") {
 		t.Fatalf("query: %d %q", code, out)
