@@ -21,6 +21,15 @@ func (c *countFS) Lstat(name string) (fs.FileMode, error) {
 	return c.inner.Lstat(name)
 }
 
+func (c *countFS) LstatID(name string) (fs.FileMode, fileID, error) {
+	c.n.Add(1)
+	if f, ok := c.inner.(idFS); ok {
+		return f.LstatID(name)
+	}
+	m, err := c.inner.Lstat(name)
+	return m, fileID{}, err
+}
+
 func (c *countFS) Readlink(name string) (string, error) {
 	c.n.Add(1)
 	return c.inner.Readlink(name)

@@ -170,9 +170,15 @@ type call struct {
 	resolved roleSet    // roles discharged by sandbox containment
 	push     *PushPlan
 	policy   map[string]any // set when a policy value differs from transport
+	// multiLink: some path value is a regular file with several links
+	// (checkHardLinks).
+	multiLink bool
 }
 
-type pathPair struct{ raw, canon string }
+type pathPair struct {
+	raw, canon string
+	id         fileID
+}
 
 // maxValuesPerCall bounds the array elements of resource arguments in one
 // call (each may cost a realpath or a parse).
@@ -185,11 +191,12 @@ func (c *call) canonicalPath(raw string) (string, error) {
 			return p.canon, nil
 		}
 	}
-	canon, err := c.e.canon.canonical(raw)
+	canon, id, err := c.e.canon.canonicalID(raw)
 	if err != nil {
 		return "", err
 	}
-	c.cache = append(c.cache, pathPair{raw, canon})
+	c.cache = append(c.cache, pathPair{raw, canon, id})
+	c.multiLink = c.multiLink || id.nlink > 1
 	return canon, nil
 }
 

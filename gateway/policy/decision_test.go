@@ -46,6 +46,7 @@ type op struct {
 	Write   string   `yaml:"write"`
 	File    []string `yaml:"file"`    // [path, content]
 	Symlink []string `yaml:"symlink"` // [link, target]
+	Link    []string `yaml:"link"`    // [new hard link, existing file]
 	Remove  string   `yaml:"remove"`
 	GitRepo string   `yaml:"git_repo"` // init with branch main and one commit
 	Git     []string `yaml:"git"`      // [dir, args...]
@@ -151,6 +152,10 @@ func (tr tree) apply(t testing.TB, ops []op) {
 			}
 		case len(o.Symlink) == 2:
 			if err := os.Symlink(tr.expand(o.Symlink[1]), tr.expand(o.Symlink[0])); err != nil {
+				t.Fatal(err)
+			}
+		case len(o.Link) == 2:
+			if err := os.Link(tr.expand(o.Link[1]), tr.expand(o.Link[0])); err != nil {
 				t.Fatal(err)
 			}
 		case o.Remove != "":

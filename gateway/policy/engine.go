@@ -159,10 +159,19 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 			return deny(RuleUnknownArgument, fmt.Sprintf("argument %q is not part of %s/%s", k, r.Server, r.Tool))
 		}
 	}
+	if ev, done := c.checkSpelling(); done {
+		return ev
+	}
 	if ev, done := c.prepare(); done {
 		return ev
 	}
 	if ev, done := c.checkProtected(); done {
+		return ev
+	}
+	if ev, done := c.checkProtectedSpelling(); done {
+		return ev
+	}
+	if ev, done := c.checkHardLinks(); done {
 		return ev
 	}
 	if ev, done := c.checkGit(); done {

@@ -37,10 +37,11 @@ func (c *call) checkProtected() (Evaluation, bool) {
 
 // isProtectedRepoFile reports whether a path names something that makes git
 // or a shell run code: anything under a .git directory, .gitmodules,
-// .gitattributes, .envrc and .env. Components are compared
-// case-insensitively after removing what Windows file systems ignore
-// (trailing dots and spaces, an NTFS stream suffix), and 8.3 short names
-// (GIT~1, GITMOD~1, GITATT~1) count as the long ones.
+// .gitattributes, .envrc and .env. Components are compared after NFKC
+// normalisation and case folding, with what Windows file systems ignore
+// removed (trailing dots and spaces, an NTFS stream suffix), and 8.3 short
+// names (GIT~1, GITMOD~1, GITATT~1, ENV~1, ENVRC~1) count as the long ones
+// (protectedName).
 func isProtectedRepoFile(p string) bool {
 	for p != "" {
 		var comp string
@@ -60,24 +61,9 @@ func isProtectedRepoFile(p string) bool {
 	return false
 }
 
-func normComponent(c string) string {
-	if i := strings.Index(c, "::"); i >= 0 {
-		c = c[:i]
-	}
-	c = strings.TrimRight(c, ". ")
-	c = strings.ToLower(c)
-	if i := strings.IndexByte(c, '~'); i > 0 && i+1 < len(c) && allDigits(c[i+1:]) {
-		switch c[:i] {
-		case "git":
-			return ".git"
-		case "gitmod":
-			return ".gitmodules"
-		case "gitatt":
-			return ".gitattributes"
-		}
-	}
-	return c
-}
+// normComponent is protectedName (spelling.go): NFKC, case folding, NTFS
+// stream suffixes, trailing dots and spaces, 8.3 short names.
+func normComponent(c string) string { return protectedName(c) }
 
 func allDigits(s string) bool {
 	for i := 0; i < len(s); i++ {

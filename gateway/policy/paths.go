@@ -77,19 +77,26 @@ type pathCanon struct {
 // kernel reads it), and from the first component that does not exist the
 // rest is applied lexically.
 func (c *pathCanon) canonical(raw string) (string, error) {
+	p, _, err := c.canonicalID(raw)
+	return p, err
+}
+
+// canonicalID is canonical, and also returns the identity of the file the
+// result names when it is an existing regular file (zero otherwise).
+func (c *pathCanon) canonicalID(raw string) (string, fileID, error) {
 	if err := checkRawPath(raw); err != nil {
-		return "", err
+		return "", fileID{}, err
 	}
 	p := raw
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		if c.home == "" {
-			return "", errPathNoHome
+			return "", fileID{}, errPathNoHome
 		}
 		p = c.home + p[1:]
 	}
 	if !strings.HasPrefix(p, "/") {
 		if c.sandbox == "" {
-			return "", errPathRelative
+			return "", fileID{}, errPathRelative
 		}
 		return c.walk(c.sandbox, p)
 	}
@@ -126,9 +133,12 @@ func under(p, root string) (string, bool) {
 // a directory) the remaining components are appended lexically; a ".."
 // after that point is refused, as the kernel would refuse it: resolving it
 // lexically could land on an existing symlink that was never followed.
-func (c *pathCanon) walk(resolved, rest string) (string, error) {
+// It also returns the identity of the last component when that is an
+// existing regular file.
+func (c *pathCanon) walk(resolved, rest string) (string, fileID, error) {
 	hops := 0
 	missing := false // resolved does not exist or is not a directory
+	var leaf fileID  // identity of resolved when it is a regular file
 	for rest != "" {
 		var comp string
 		if i := strings.IndexByte(rest, '/'); i >= 0 {
@@ -141,40 +151,41 @@ func (c *pathCanon) walk(resolved, rest string) (string, error) {
 			continue
 		case "..":
 			if missing {
-				return "", errPathMissingParent
+				return "", fileID{}, errPathMissingParent
 			}
-			resolved = parent(resolved)
+			resolved, leaf = parent(resolved), fileID{}
 			continue
 		}
 		next := join(resolved, comp)
+		leaf = fileID{}
 		if missing {
 			resolved = next
 			continue
 		}
-		mode, err := c.fs.Lstat(next)
+		mode, id, err := c.lstat(next)
 		if err != nil {
 			if !isMissing(err) {
-				return "", err
+				return "", fileID{}, err
 			}
 			missing = true
 			resolved = next
 			continue
 		}
 		if mode&fs.ModeSymlink == 0 {
-			resolved = next
+			resolved, leaf = next, id
 			missing = !mode.IsDir()
 			continue
 		}
 		hops++
 		if hops > maxSymlinkHop {
-			return "", errPathLoop
+			return "", fileID{}, errPathLoop
 		}
 		target, err := c.fs.Readlink(next)
 		if err != nil {
-			return "", err
+			return "", fileID{}, err
 		}
 		if len(target)+len(rest) > maxPathLen {
-			return "", errPathTooLong
+			return "", fileID{}, errPathTooLong
 		}
 		if strings.HasPrefix(target, "/") {
 			resolved = "/"
@@ -185,7 +196,7 @@ func (c *pathCanon) walk(resolved, rest string) (string, error) {
 			rest = target + "/" + rest
 		}
 	}
-	return resolved, nil
+	return resolved, leaf, nil
 }
 
 func join(dir, name string) string {
