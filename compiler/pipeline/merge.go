@@ -19,7 +19,9 @@ func merge(ctx context.Context, cfg Config, v *verify.Verifier, states []*server
 	pol := &policy.CompiledPolicy{
 		GeneratedAt:      now,
 		ConstitutionHash: artifact.TextHash(cfg.Constitution),
-		Rules:            []policy.CompiledRule{},
+		// The gateway rebases rules naming this sandbox to its own.
+		Sandbox: cfg.Settings.Sandbox,
+		Rules:   []policy.CompiledRule{},
 	}
 	var hashes []string
 	seenList := map[string]bool{}

@@ -21,11 +21,14 @@ import (
 const defaultSandbox = "/workspace"
 
 // fixture is a sandbox with a file, a git repository whose origin is on
-// GitHub, and a directory outside the sandbox.
+// GitHub, a directory outside the sandbox and a read-only directory
+// (servers.filesystem.read_only_dirs). The engine runs with the built-in
+// servers confined, as the gateway runs it.
 type fixture struct {
 	eng     *policy.Engine
 	sandbox string
 	outside string
+	ro      string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -37,8 +40,8 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{sandbox: filepath.Join(root, "sandbox"), outside: filepath.Join(root, "outside")}
-	for _, d := range []string{f.sandbox, f.outside} {
+	f := &fixture{sandbox: filepath.Join(root, "sandbox"), outside: filepath.Join(root, "outside"), ro: filepath.Join(root, "docs")}
+	for _, d := range []string{f.sandbox, f.outside, f.ro} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -50,6 +53,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	write(filepath.Join(f.sandbox, "a.txt"), "hello\n")
 	write(filepath.Join(f.outside, "secret.txt"), "s3cret\n")
+	write(filepath.Join(f.ro, "guide.md"), "read me\n")
 	git := func(dir string, args ...string) {
 		cmd := exec.Command("git", args...)
 		cmd.Dir = dir
@@ -85,8 +89,10 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.eng, err = policy.New(cp, ann, lists, policy.Settings{
-		Sandbox: f.sandbox,
-		Home:    root,
+		Sandbox:         f.sandbox,
+		Home:            root,
+		ReadOnlyDirs:    []string{f.ro},
+		ConfinedServers: policy.BuiltinConfinedServers(),
 		DomainAllowlists: map[string][]string{
 			"fetch": {"docs.example.com", "*.golang.org"},
 			"git":   {"github.com", "*.github.com"},
@@ -117,8 +123,9 @@ func (f *fixture) check(t *testing.T, tests []scenario) {
 			if !ok {
 				t.Fatalf("bad tool %q", tt.tool)
 			}
-			// $S and $O stand for the sandbox and the outside directory.
-			args := expand(tt.args, strings.NewReplacer("$S", f.sandbox, "$O", f.outside))
+			// $S, $O and $R stand for the sandbox, the outside directory
+			// and the read-only directory.
+			args := expand(tt.args, strings.NewReplacer("$S", f.sandbox, "$O", f.outside, "$R", f.ro))
 			ev := f.eng.Evaluate(context.Background(), policy.Request{Server: server, Tool: tool, Args: args})
 			d := ev.Decision
 			if d.Status != tt.want || (tt.rule != "" && d.Rule != tt.rule) {
@@ -187,9 +194,15 @@ func TestScenarios(t *testing.T) {
 		{name: "traversal write is denied", tool: "filesystem__write_file", args: map[string]any{"path": "$S/../outside/x.txt", "content": "x"}, want: deny, rule: "deny-change-outside-sandbox"},
 		{name: "move out of the sandbox is denied", tool: "filesystem__move_file", args: map[string]any{"source": "$S/a.txt", "destination": "$O/a.txt"}, want: deny, rule: "deny-change-outside-sandbox"},
 		{name: "move from outside is denied", tool: "filesystem__move_file", args: map[string]any{"source": "$O/secret.txt", "destination": "$S/s.txt"}, want: deny},
-		{name: "read outside escalates", tool: "filesystem__read_text_file", args: map[string]any{"path": "$O/secret.txt"}, want: escalate, rule: "escalate-read-outside-sandbox"},
-		{name: "read /etc/passwd escalates", tool: "filesystem__read_text_file", args: map[string]any{"path": "/etc/passwd"}, want: escalate},
-		{name: "several reads, one outside, escalate", tool: "filesystem__read_multiple_files", args: map[string]any{"paths": []any{"$S/a.txt", "$O/secret.txt"}}, want: escalate},
+		{name: "read outside is denied (no server could run it)", tool: "filesystem__read_text_file", args: map[string]any{"path": "$O/secret.txt"}, want: deny, rule: "deny-read-outside-sandbox"},
+		{name: "read /etc/passwd is denied", tool: "filesystem__read_text_file", args: map[string]any{"path": "/etc/passwd"}, want: deny, rule: "deny-read-outside-sandbox"},
+		{name: "several reads, one outside, are denied", tool: "filesystem__read_multiple_files", args: map[string]any{"paths": []any{"$S/a.txt", "$O/secret.txt"}}, want: deny},
+		{name: "read in a read-only directory", tool: "filesystem__read_text_file", args: map[string]any{"path": "$R/guide.md"}, want: allow, rule: policy.RuleSandboxAllow},
+		{name: "list a read-only directory", tool: "filesystem__list_directory", args: map[string]any{"path": "$R"}, want: allow, rule: policy.RuleSandboxAllow},
+		{name: "reads in the sandbox and a read-only directory", tool: "filesystem__read_multiple_files", args: map[string]any{"paths": []any{"$S/a.txt", "$R/guide.md"}}, want: allow},
+		{name: "write in a read-only directory is denied", tool: "filesystem__write_file", args: map[string]any{"path": "$R/guide.md", "content": "x"}, want: deny, rule: "deny-change-outside-sandbox"},
+		{name: "move out of a read-only directory is denied", tool: "filesystem__move_file", args: map[string]any{"source": "$R/guide.md", "destination": "$S/guide.md"}, want: deny},
+		{name: "git in a read-only directory is denied", tool: "git__status", args: map[string]any{"path": "$R"}, want: deny, rule: "deny-read-outside-sandbox"},
 		{name: "write to .git/config is denied", tool: "filesystem__write_file", args: map[string]any{"path": "$S/repo/.git/config", "content": "[core]\n\tfsmonitor = x"}, want: deny, rule: policy.RuleProtectedPath},
 		{name: "write a git hook is denied", tool: "filesystem__write_file", args: map[string]any{"path": "$S/repo/.git/hooks/pre-commit", "content": "#!/bin/sh"}, want: deny, rule: policy.RuleProtectedPath},
 		{name: "write .gitattributes is denied", tool: "filesystem__write_file", args: map[string]any{"path": "$S/repo/.gitattributes", "content": "* filter=x"}, want: deny, rule: policy.RuleProtectedPath},
@@ -222,7 +235,7 @@ func TestScenarios(t *testing.T) {
 		{name: "git clone into outside is denied", tool: "git__clone", args: map[string]any{"url": "https://github.com/acme/lib.git", "path": "$O/lib"}, want: deny, rule: "deny-change-outside-sandbox"},
 		{name: "git remote add escalates", tool: "git__remote", args: map[string]any{"path": "$S/repo", "operation": "add", "name": "fork", "url": "https://github.com/attacker/app.git"}, want: escalate},
 		{name: "git ext:: remote is denied", tool: "git__clone", args: map[string]any{"url": "ext::sh -c touch% /tmp/pwned", "path": "$S/x"}, want: deny},
-		{name: "git status outside escalates", tool: "git__status", args: map[string]any{"path": "$O/repo"}, want: escalate, rule: "escalate-read-outside-sandbox"},
+		{name: "git status outside is denied", tool: "git__status", args: map[string]any{"path": "$O/repo"}, want: deny, rule: "deny-read-outside-sandbox"},
 		{name: "git commit outside is denied", tool: "git__commit", args: map[string]any{"path": "$O/repo", "message": "x"}, want: deny, rule: "deny-change-outside-sandbox"},
 		{name: "git reset outside is denied", tool: "git__reset", args: map[string]any{"path": "$O/repo", "mode": "hard"}, want: deny, rule: "deny-change-outside-sandbox"},
 		{name: "git branch delete outside is denied", tool: "git__branch", args: map[string]any{"path": "$O/repo", "operation": "delete", "name": "topic"}, want: deny, rule: "deny-change-outside-sandbox"},
@@ -312,5 +325,53 @@ func TestAnnotationsAreGenerated(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("policies/base/tool-annotations.json differs from the built-in servers' declarations; " +
 			"regenerate it: (cd gateway && go run ./cmd/ironcurtain tools annotations -o policies/base/tool-annotations.json)")
+	}
+}
+
+// TestLoadDirRebasesToConfiguredSandbox: the shipped directory records that
+// it was compiled for /workspace; a gateway configured with another sandbox
+// loads it unchanged and the rules follow the sandbox (in-sandbox moves and
+// history rewrites escalate instead of being refused), with no load
+// warning about rules a confined server could not run.
+func TestLoadDirRebasesToConfiguredSandbox(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandbox := filepath.Join(root, "srv", "work")
+	if err := os.MkdirAll(sandbox, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.LoadDir(".", policy.Settings{Sandbox: sandbox, Home: root, ConfinedServers: policy.BuiltinConfinedServers()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := e.Warnings(); len(w) > 0 {
+		t.Fatalf("load warnings: %v", w)
+	}
+	rb := e.Rebase()
+	if rb.From != defaultSandbox || rb.To != sandbox || !rb.Recorded || rb.Rules != 3 {
+		t.Fatalf("Rebase = %+v, want the three in-sandbox rules moved from the recorded /workspace", rb)
+	}
+	tests := []struct {
+		name string
+		req  policy.Request
+		want policy.Status
+		rule string
+	}{
+		{name: "move in the sandbox", req: policy.Request{Server: "filesystem", Tool: "move_file", Args: map[string]any{"source": sandbox + "/a", "destination": sandbox + "/b"}},
+			want: policy.Escalate, rule: "escalate-delete-in-sandbox"},
+		{name: "move under /workspace is no longer special", req: policy.Request{Server: "filesystem", Tool: "move_file", Args: map[string]any{"source": "/workspace/a", "destination": "/workspace/b"}},
+			want: policy.Deny},
+		{name: "read under /workspace is outside", req: policy.Request{Server: "filesystem", Tool: "read_text_file", Args: map[string]any{"path": "/workspace/a"}},
+			want: policy.Deny, rule: "deny-read-outside-sandbox"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := e.Evaluate(context.Background(), tt.req).Decision
+			if d.Status != tt.want || (tt.rule != "" && d.Rule != tt.rule) {
+				t.Fatalf("%s by %q (%s), want %s by %q", d.Status, d.Rule, d.Detail, tt.want, tt.rule)
+			}
+		})
 	}
 }
