@@ -111,6 +111,9 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	for _, w := range eng.Warnings() {
 		log.Warn("policy", "warning", w)
 	}
+	if rb := eng.Rebase(); rb.Moved() || !rb.Recorded {
+		log.Info("policy sandbox", "compiled_for", rb.From, "recorded", rb.Recorded, "sandbox", rb.To, "rules_rebased", rb.Rules, "detail", rb.String())
+	}
 	log.Info("policy loaded", "dir", cfg.PolicyDir, "rules", eng.RuleCount(), "tools", len(eng.Tools()), "shadow", eng.Shadow() != nil)
 
 	toolMetrics, err := metrics.NewToolCalls(reg)
