@@ -22,8 +22,9 @@ const (
 	// Rows stored since migration 0005 are already bounded when they are
 	// written; older rows were stored whole, and longer ones come back as a
 	// {"$truncated": ...} marker computed by Postgres, so the gateway never
-	// receives their full text.
-	MaxReadArgsBytes = DefaultMaxArgsBytes
+	// receives their full text. (Twice the default stored bound: rows
+	// written with larger audit.max_args_bytes are cut here too.)
+	MaxReadArgsBytes = 2 * DefaultMaxArgsBytes
 )
 
 // Querier runs a query: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.

@@ -280,6 +280,7 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 		r   chained
 		at  time.Time
 		t   [10]string
+		t2  []byte // the third text slot: a decision's arguments, scanned once as bytes
 		n   [4]int64
 		b   bool
 		f   float64
@@ -288,13 +289,18 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 	for rows.Next() {
 		r = chained{}
 		if err := rows.Scan(&r.table, &r.id, &r.seq, &at, &r.prev, &r.hash,
-			&t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6], &t[7], &t[8], &t[9],
+			&t[0], &t[1], &t2, &t[3], &t[4], &t[5], &t[6], &t[7], &t[8], &t[9],
 			&n[0], &n[1], &n[2], &n[3], &b, &f, &ran); err != nil {
 			return fmt.Errorf("reading the chain: %w", err)
 		}
+		if r.table == "tool_calls" {
+			t[2] = ""
+		} else {
+			t[2] = string(t2)
+		}
 		switch r.table {
 		case "tool_calls":
-			r.ev = &ToolCallDecision{CallID: r.id, SessionID: session, Time: at, Server: t[0], Tool: t[1], Args: json.RawMessage(t[2]),
+			r.ev = &ToolCallDecision{CallID: r.id, SessionID: session, Time: at, Server: t[0], Tool: t[1], Args: json.RawMessage(t2),
 				Decision: t[3], Rule: t[4], Reason: t[5], ShadowDecision: t[6], ShadowRule: t[7], EscalationID: t[8], Detail: t[9]}
 			r.ranOnApproval = ran
 		case "tool_call_outcomes":

@@ -142,8 +142,20 @@ func verify(ctx context.Context, e Env, pool *pgxpool.Pool, f auditFlags) error 
 		if c.GapCount > 0 {
 			gapped++
 		}
-		if f.json {
-			return printJSONLine(e.Stdout, c)
+		if f.json { // one JSON array, written element by element
+			sep := ",\n"
+			if sessions == 1 {
+				sep = "[\n"
+			}
+			if _, err := io.WriteString(e.Stdout, sep); err != nil {
+				return err
+			}
+			b, err := json.MarshalIndent(c, "  ", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = e.Stdout.Write(append([]byte("  "), b...))
+			return err
 		}
 		if c.Break != nil {
 			_, err := fmt.Fprintf(e.Stdout, "BROKEN  %s\n", c.Break)
@@ -161,7 +173,15 @@ func verify(ctx context.Context, e Env, pool *pgxpool.Pool, f auditFlags) error 
 	if err != nil {
 		return err
 	}
-	if !f.json {
+	if f.json {
+		end := "\n]\n"
+		if sessions == 0 {
+			end = "[]\n"
+		}
+		if _, err := io.WriteString(e.Stdout, end); err != nil {
+			return err
+		}
+	} else {
 		fmt.Fprintf(e.Stdout, "%d sessions checked, %d broken, %d with decisions missing an outcome\n", sessions, broken, gapped)
 	}
 	if broken > 0 {

@@ -91,6 +91,11 @@ func TestMigrateAndAuditCommands(t *testing.T) {
 	if strings.Count(out, "GAP") != 2 || strings.Count(out, audit.GapNeverRan) != 2 || !strings.Contains(out, "1 with decisions missing an outcome") {
 		t.Fatalf("verify gaps: %q", out)
 	}
+	code, out, _ = run(t, Audit, env, "verify", "--json")
+	var checks []audit.SessionCheck
+	if err := json.Unmarshal([]byte(out), &checks); code != 0 || err != nil || len(checks) != 1 || checks[0].GapCount != 2 || checks[0].Gaps[0].Kind != audit.GapNeverRan {
+		t.Fatalf("verify --json: %d %v %q", code, err, out)
+	}
 	code, out, _ = run(t, Audit, env, "query", "--decision", "deny", "--session", "s1")
 	if code != 0 || strings.Count(out, "git__push") != 2 || !strings.Contains(out, "DECISION") {
 		t.Fatalf("query: %d %q", code, out)
