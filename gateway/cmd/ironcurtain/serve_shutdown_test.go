@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -45,6 +46,12 @@ func sandboxPolicy(t *testing.T, sandbox string) string {
 // as the policy.
 func runGateway(t *testing.T, db *pgtest.DB, sandbox, policyDir string) stoppableGateway {
 	t.Helper()
+	return runGatewayLogged(t, db, sandbox, policyDir, io.Discard)
+}
+
+// runGatewayLogged is runGateway with serve's JSON log written to logw.
+func runGatewayLogged(t *testing.T, db *pgtest.DB, sandbox, policyDir string, logw io.Writer) stoppableGateway {
+	t.Helper()
 	dir := t.TempDir()
 	g := servedGateway{api: freeAddr(t), proxy: freeAddr(t), ops: freeAddr(t)}
 	cfg := fmt.Sprintf("sandbox: %s\npolicy_dir: %s\nservers:\n  fetch:\n    allowed_domains: [example.com]\nagent:\n  listen: %s\negress:\n  listen: %s\nops:\n  listen: %s\ngit:\n  mirror_dir: %s\naudit:\n  spool_dir: %s\n",
@@ -61,8 +68,7 @@ func runGateway(t *testing.T, db *pgtest.DB, sandbox, policyDir string) stoppabl
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	var logs bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(&syncWriter{w: &logs}, nil))
+	log := slog.New(slog.NewJSONHandler(&syncWriter{w: logw}, nil))
 	go func() { done <- serve(ctx, cfgPath, func(k string) string { return env[k] }, log) }()
 	stopped := false
 	stop := func() (time.Duration, error) {

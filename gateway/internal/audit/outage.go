@@ -27,7 +27,7 @@ var ErrDatabaseDown = errors.New("audit database unreachable; not retried before
 // flushers do not reconnect in step.
 const (
 	BackoffBase = 100 * time.Millisecond
-	BackoffMax  = 5 * time.Second
+	BackoffMax  = 2 * time.Second
 )
 
 // backoff computes exponential waits with jitter.

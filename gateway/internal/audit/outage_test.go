@@ -39,11 +39,11 @@ func TestBackoffGrowsWithJitterAndCaps(t *testing.T) {
 	}{
 		{name: "low jitter", rnd: 0, attempts: 8, want: []time.Duration{
 			50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
-			800 * time.Millisecond, 1600 * time.Millisecond, 2500 * time.Millisecond, 2500 * time.Millisecond,
+			800 * time.Millisecond, 1000 * time.Millisecond, 1000 * time.Millisecond, 1000 * time.Millisecond,
 		}},
 		{name: "mid jitter", rnd: 0.5, attempts: 8, want: []time.Duration{
 			75 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond, 600 * time.Millisecond,
-			1200 * time.Millisecond, 2400 * time.Millisecond, 3750 * time.Millisecond, 3750 * time.Millisecond,
+			1200 * time.Millisecond, 1500 * time.Millisecond, 1500 * time.Millisecond, 1500 * time.Millisecond,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,9 +79,9 @@ func TestGateOneProbePerBackoff(t *testing.T) {
 		}
 		clk.advance(10 * time.Millisecond)
 	}
-	// Waits: 75, 150, 300, 600, 1200, 2400, 3750, 3750 ms ... → 7 probes in 10 s.
-	if probes < 5 || probes > 9 {
-		t.Fatalf("%d connection attempts in 10 s of outage, want about 7 (back-off)", probes)
+	// Waits: 75, 150, 300, 600, 1200, then 1500 ms each → 10 probes in 10 s.
+	if probes < 8 || probes > 12 {
+		t.Fatalf("%d connection attempts in 10 s of outage, want about 10 (back-off)", probes)
 	}
 	// While a probe is out, nobody else tries.
 	clk.advance(BackoffMax)
