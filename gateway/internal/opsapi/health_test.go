@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,32 +159,14 @@ func blackhole(t *testing.T) string {
 // slack) when the database accepts connections but never answers, when it
 // refuses them, and when the probe ignores its context altogether.
 func TestReadyzAnswersInTime(t *testing.T) {
-	closedAddr := func() string {
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		addr := ln.Addr().String()
-		ln.Close()
-		return addr
-	}
-	lazyPool := func(addr string) *pgxpool.Pool {
-		cfg, err := pgxpool.ParseConfig("postgres://u:p@" + addr + "/db?sslmode=disable&connect_timeout=30")
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg) // connects lazily
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		return pool
-	}
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
 	tests := []struct {
 		name  string
 		probe func(context.Context) error
 	}{
-		{"paused database", PGData{Pool: lazyPool(blackhole(t))}.Ready},
-		{"stopped database", PGData{Pool: lazyPool(closedAddr())}.Ready},
+		{"paused database", PGData{Pool: lazyPool(t, blackhole(t), 30)}.Ready},
+		{"stopped database", PGData{Pool: lazyPool(t, closedAddr(t), 30)}.Ready},
 		{"probe ignores its context", func(context.Context) error { <-hang; return nil }},
 	}
 	for _, tt := range tests {
@@ -214,3 +197,89 @@ type probeData struct {
 }
 
 func (p probeData) Ready(ctx context.Context) error { return p.probe(ctx) }
+
+// closedAddr is a local address nothing listens on: a stopped Postgres.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// lazyPool is a pool on addr that connects on first use.
+func lazyPool(t *testing.T, addr string, connectTimeoutSeconds int) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("postgres://u:p@%s/db?sslmode=disable&connect_timeout=%d", addr, connectTimeoutSeconds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// TestDatabaseDownIs503OnRealPool: the errors pgx really returns for a
+// stopped database (connection refused) and a paused one (no answer until
+// the connect timeout) map to 503 not_ready on every data route.
+func TestDatabaseDownIs503OnRealPool(t *testing.T) {
+	ops, err := NewOperators(map[string]OperatorToken{"alice": opToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := []struct {
+		name string
+		pool *pgxpool.Pool
+	}{
+		{"stopped", lazyPool(t, closedAddr(t), 1)},
+		{"paused", lazyPool(t, blackhole(t), 1)},
+	}
+	for _, p := range pools {
+		h := New(Deps{Operators: ops, Escalations: &fakeEscalations{}, Data: PGData{Pool: p.pool}})
+		for _, path := range []string{"/v1/audit/tool-calls?session=s", "/v1/sessions", "/v1/sessions/s1"} {
+			t.Run(p.name+" "+path, func(t *testing.T) {
+				start := time.Now()
+				rec := serve(t, h, http.MethodGet, path)
+				if rec.Code != http.StatusServiceUnavailable || errorCode(t, rec).Error.Code != CodeNotReady || rec.Header().Get("Retry-After") == "" {
+					t.Fatalf("status = %d %v: %s", rec.Code, rec.Header(), rec.Body)
+				}
+				if took := time.Since(start); took > DBTimeout {
+					t.Fatalf("took %v", took)
+				}
+			})
+		}
+	}
+}
+
+// FuzzCheckParams: whatever the query string, the middleware never panics,
+// and a request it lets through carries only valid, NUL-free text.
+func FuzzCheckParams(f *testing.F) {
+	for _, s := range []string{"session=a", "session=%00", "a=%ff&b", "%zz=1", "x=1&&y=%e2%80%ae", ""} {
+		f.Add(s)
+	}
+	h := checkParams(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, vs := range r.URL.Query() {
+			for _, v := range append([]string{k}, vs...) {
+				if textProblem(v) != "" {
+					panic("bad text let through: " + strconv.Quote(v))
+				}
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	f.Fuzz(func(t *testing.T, raw string) {
+		req := httptest.NewRequest(http.MethodGet, "/v1/sessions", nil)
+		req.URL.RawQuery = raw
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNoContent && rec.Code != http.StatusBadRequest {
+			t.Fatalf("status %d", rec.Code)
+		}
+	})
+}
