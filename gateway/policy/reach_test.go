@@ -19,6 +19,7 @@ var reachTools = []ToolAnnotation{
 		{Name: "source", Spec: Static(RoleReadPath, RoleDeletePath)},
 		{Name: "destination", Spec: Static(RoleWritePath)}}},
 	{Server: "git", Tool: "status", Args: []ArgAnnotation{{Name: "path", Spec: Static(RoleReadPath)}}},
+	{Server: "git", Tool: "clone", Args: []ArgAnnotation{{Name: "url", Spec: Static(RoleGitRemoteURL)}, {Name: "path", Spec: Static(RoleWritePath)}}},
 }
 
 // reachRules is the shipped policy's shape before issue 11 (reads outside
@@ -38,7 +39,7 @@ type reachTree struct {
 	ro string // the read-only directory
 }
 
-func newReachTree(t *testing.T) reachTree {
+func newReachTree(t testing.TB) reachTree {
 	t.Helper()
 	tr := reachTree{tree: newTree(t)}
 	tr.ro = filepath.Join(tr.root, "docs")
@@ -68,7 +69,8 @@ func newReachTree(t *testing.T) reachTree {
 func (tr reachTree) engine(t *testing.T, confined []string) *Engine {
 	t.Helper()
 	e, err := New(reachRules(tr.sandbox, tr.root), nil, nil, Settings{Sandbox: tr.sandbox, Home: tr.home,
-		ReadOnlyDirs: []string{tr.ro}, ConfinedServers: confined, Annotations: reachTools})
+		ReadOnlyDirs: []string{tr.ro}, ConfinedServers: confined, Annotations: reachTools,
+		DomainAllowlists: map[string][]string{"git": {"github.com"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +124,10 @@ func TestUnreachablePathsAreNeverOffered(t *testing.T) {
 			want: Deny, wantRule: RuleUnreachablePath, open: Escalate},
 		{name: "git in the sandbox", tool: "git__status", args: map[string]any{"path": "$S"},
 			want: Allow, wantRule: RuleSandboxAllow, open: Allow},
+		{name: "the domain gate's escalation of a clone outside the sandbox", tool: "git__clone", args: map[string]any{"url": "https://evil.example/x.git", "path": "$R/x"},
+			want: Deny, wantRule: RuleUnreachablePath, open: Escalate},
+		{name: "the domain gate's escalation of a clone into the sandbox", tool: "git__clone", args: map[string]any{"url": "https://evil.example/x.git", "path": "$S/x"},
+			want: Escalate, wantRule: RuleDomainEscalate, open: Escalate},
 	}
 	expand := strings.NewReplacer("$S", tr.sandbox, "$R2", tr.ro+"2", "$R", tr.ro, "$O", tr.outside)
 	for _, tt := range tests {
@@ -257,4 +263,38 @@ func BenchmarkConfinedRead(b *testing.B) {
 			b.Fatal(d)
 		}
 	}
+}
+
+// FuzzConfinedNeverOffersUnreachable: whatever path the agent writes, a
+// confined engine never allows or escalates a filesystem call whose
+// canonical path (what the server receives) lies outside the sandbox and
+// the read-only directories, nor a write whose path lies outside the
+// sandbox.
+func FuzzConfinedNeverOffersUnreachable(f *testing.F) {
+	for _, s := range []string{"a.txt", "../docs/guide.md", "../outside/secret.txt", "/etc/passwd", "guide-link.md",
+		"../docs/escape.md", "../docs2/x", "~/x", "./../sandbox/a.txt", "/", ".."} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	tr := newReachTree(f)
+	e, err := New(reachRules(tr.sandbox, "/"), nil, nil, Settings{Sandbox: tr.sandbox, Home: tr.home,
+		ReadOnlyDirs: []string{tr.ro}, ConfinedServers: BuiltinConfinedServers(), Annotations: reachTools})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, p string, write bool) {
+		tool := "read_text_file"
+		if write {
+			tool = "write_file"
+		}
+		ev := e.Evaluate(context.Background(), Request{Server: "filesystem", Tool: tool, Args: map[string]any{"path": p}})
+		if ev.Decision.Status == Deny {
+			return
+		}
+		got, _ := ev.Transport["path"].(string)
+		in := within(got, tr.sandbox) || (!write && within(got, tr.ro))
+		if !in {
+			t.Fatalf("%s %q (sent as %q) decided %s by %s", tool, p, got, ev.Decision.Status, ev.Decision.Rule)
+		}
+	})
 }
