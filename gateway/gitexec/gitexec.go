@@ -102,6 +102,14 @@ type Options struct {
 	Stdin io.Reader
 	// Git is the git binary; default "git" from PATH.
 	Git string
+	// Quarantine is an object directory directly inside GitDir's
+	// "objects" that the gateway created for objects it has not accepted
+	// yet (a pushed pack): new objects are written there, and the
+	// repository's own objects are read through it as alternates
+	// (GIT_OBJECT_DIRECTORY, GIT_ALTERNATE_OBJECT_DIRECTORIES,
+	// GIT_QUARANTINE_PATH, which also forbids ref updates). Env may not set
+	// these variables.
+	Quarantine string
 }
 
 // Result is the captured output of a finished command.
@@ -139,7 +147,7 @@ var protectedEnv = map[string]bool{
 	"GIT_ALLOW_PROTOCOL": true, "GIT_PROTOCOL_FROM_USER": true, "GIT_TERMINAL_PROMPT": true,
 	"GIT_EXTERNAL_DIFF": true, "GIT_PAGER": true, "GIT_EDITOR": true, "GIT_SEQUENCE_EDITOR": true,
 	"GIT_OBJECT_DIRECTORY": true, "GIT_ALTERNATE_OBJECT_DIRECTORIES": true, "GIT_COMMON_DIR": true,
-	"GIT_INDEX_FILE": true, "GIT_NAMESPACE": true, "GIT_DISCOVERY_ACROSS_FILESYSTEM": true,
+	"GIT_INDEX_FILE": true, "GIT_NAMESPACE": true, "GIT_QUARANTINE_PATH": true, "GIT_DISCOVERY_ACROSS_FILESYSTEM": true,
 	"HOME": true, "XDG_CONFIG_HOME": true, "PATH": true, "PAGER": true, "EDITOR": true, "VISUAL": true,
 	"LD_PRELOAD": true, "LD_LIBRARY_PATH": true,
 }
@@ -179,6 +187,12 @@ func (o Options) normalized() (Options, error) {
 		}
 		if protectedEnv[k] || strings.HasPrefix(k, "GIT_CONFIG_KEY_") || strings.HasPrefix(k, "GIT_CONFIG_VALUE_") {
 			return o, fmt.Errorf("%w: env %s may not be overridden", ErrBadOption, k)
+		}
+	}
+	if o.Quarantine != "" {
+		objects := strings.TrimRight(o.GitDir, "/") + "/objects"
+		if parentDir(o.Quarantine) != objects || strings.Contains(o.Quarantine[len(objects):], "..") || strings.ContainsAny(o.Quarantine, ":\n") {
+			return o, fmt.Errorf("%w: Quarantine %q must be a directory directly inside %s", ErrBadOption, o.Quarantine, objects)
 		}
 	}
 	for _, kv := range o.Config {
@@ -229,6 +243,11 @@ func (o Options) env() []string {
 	}
 	if o.WorkTree != "" {
 		env = append(env, "GIT_WORK_TREE="+o.WorkTree)
+	}
+	if o.Quarantine != "" {
+		env = append(env, "GIT_OBJECT_DIRECTORY="+o.Quarantine,
+			"GIT_ALTERNATE_OBJECT_DIRECTORIES="+parentDir(o.Quarantine),
+			"GIT_QUARANTINE_PATH="+o.Quarantine)
 	}
 	return append(env, o.Env...)
 }

@@ -67,6 +67,11 @@ func isNetworkGitTool(tool string) bool {
 }
 
 func (c *call) checkPush() (Evaluation, bool) {
+	if c.isWirePush() {
+		// EvaluateWirePush applied the invariants to the classified updates;
+		// the remote is the URL argument, judged like any other.
+		return Evaluation{}, false
+	}
 	in, err := ParsePushArgs(c.req.Args)
 	if err != nil {
 		return c.deny(RuleGitPush, err.Error(), "")

@@ -35,6 +35,9 @@ func (k UpdateKind) String() string {
 type RefUpdate struct {
 	Ref  string // full ref name
 	Kind UpdateKind
+	// Old and New are the object ids the update moves the ref between (as
+	// found in the mirror; zero ids for none), for the record only.
+	Old, New string
 }
 
 // RefRefusal says why one ref update of a push is refused.

@@ -115,7 +115,6 @@ func TestReadUpdateRequest(t *testing.T) {
 		{name: "ref with control char", in: request("", zero+" "+idA+" refs/heads/a\x1bb"+caps, ""), err: "not a valid ref name"},
 		{name: "non-ASCII ref", in: request("", zero+" "+idA+" refs/heads/mаin"+caps, ""), err: "not a valid ref name"},
 		{name: "same ref twice", in: request("", zero+" "+idA+" refs/heads/x"+caps, idA+" "+idB+" refs/heads/x", ""), err: "updated twice"},
-		{name: "delete without delete-refs", in: request("", idA+" "+zero+" refs/heads/x\x00report-status", ""), err: "delete-refs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NewReader(bytes.NewReader(tc.in))

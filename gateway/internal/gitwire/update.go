@@ -16,7 +16,16 @@ type Limits struct {
 	MaxCommands int
 	// MaxPushOptions is the most push options; 0 refuses any.
 	MaxPushOptions int
+	// DeferRefCheck leaves policy.CheckUpdateRef to the caller, which then
+	// must apply it to every command (policy.PushChecker.CheckUpdates
+	// does), so that a refused ref name is reported on that ref like any
+	// other refusal. Ref names must still be printable ASCII without
+	// spaces, at most MaxRefName bytes.
+	DeferRefCheck bool
 }
+
+// MaxRefName bounds a ref name when DeferRefCheck is set.
+const MaxRefName = 1024
 
 // Default limits.
 const (
@@ -147,7 +156,7 @@ func ReadUpdateRequest(r *Reader, objectFormat string, lim Limits) (UpdateReques
 		if len(u.Commands) == lim.MaxCommands {
 			return UpdateRequest{}, protoErr("more than %d ref updates in one push", lim.MaxCommands)
 		}
-		c, err := parseCommand(string(trimLF(line)), idLen)
+		c, err := parseCommand(string(trimLF(line)), idLen, lim.DeferRefCheck)
 		if err != nil {
 			return UpdateRequest{}, err
 		}
@@ -155,9 +164,6 @@ func ReadUpdateRequest(r *Reader, objectFormat string, lim Limits) (UpdateReques
 			return UpdateRequest{}, protoErr("ref %s is updated twice", c.Ref)
 		}
 		seen[c.Ref] = true
-		if c.IsDelete() && !u.Capabilities.DeleteRefs {
-			return UpdateRequest{}, protoErr("deleting %s without the delete-refs capability", c.Ref)
-		}
 		u.Commands = append(u.Commands, c)
 	}
 	if len(u.Commands) == 0 {
@@ -261,7 +267,7 @@ func parseCapabilities(list, objectFormat string) (Capabilities, error) {
 	return c, nil
 }
 
-func parseCommand(line string, idLen int) (Command, error) {
+func parseCommand(line string, idLen int, deferRefCheck bool) (Command, error) {
 	parts := strings.Split(line, " ")
 	if len(parts) != 3 {
 		return Command{}, protoErr("malformed ref update %q", clip(line))
@@ -275,7 +281,11 @@ func parseCommand(line string, idLen int) (Command, error) {
 	if c.IsCreate() && c.IsDelete() {
 		return Command{}, protoErr("the update of %q has two zero ids", clip(c.Ref))
 	}
-	if err := policy.CheckUpdateRef(c.Ref); err != nil {
+	if deferRefCheck {
+		if c.Ref == "" || len(c.Ref) > MaxRefName || !printableASCII(c.Ref) {
+			return Command{}, protoErr("ref name %q is not printable ASCII of at most %d bytes", clip(c.Ref), MaxRefName)
+		}
+	} else if err := policy.CheckUpdateRef(c.Ref); err != nil {
 		return Command{}, protoErr("refusing ref: %v", err)
 	}
 	return c, nil

@@ -1,0 +1,333 @@
+package githttp
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/internal/gitwire"
+	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
+	"ironcurtain.dev/gateway/policy"
+)
+
+// quarantine is a fresh object directory inside the mirror's objects that
+// holds one push's pack until the push is done. git reads the mirror's own
+// objects through it as alternates (a thin pack's bases come from the
+// mirror only); nothing outside the push sees its objects.
+type quarantine struct {
+	dir     string // the quarantine object directory
+	objects string // the mirror's object directory
+}
+
+// path is the quarantine for gitexec.Options.Quarantine ("" for none).
+func (q *quarantine) path() string {
+	if q == nil {
+		return ""
+	}
+	return q.dir
+}
+
+// migrate moves the quarantine's pack into the mirror (after the push
+// succeeded: the objects are upstream's now). The index goes last: git
+// finds packs by their index.
+func (q *quarantine) migrate() error {
+	src := filepath.Join(q.dir, "pack")
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("reading the quarantine: %w", err)
+	}
+	sort.Slice(ents, func(i, j int) bool {
+		return !strings.HasSuffix(ents[i].Name(), ".idx") && strings.HasSuffix(ents[j].Name(), ".idx")
+	})
+	for _, e := range ents {
+		if e.IsDir() || !strings.HasPrefix(e.Name(), "pack-") {
+			continue
+		}
+		if err := os.Rename(filepath.Join(src, e.Name()), filepath.Join(q.objects, "pack", e.Name())); err != nil {
+			return fmt.Errorf("moving %s into the mirror: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+func (q *quarantine) remove() { _ = os.RemoveAll(q.dir) }
+
+// packError is a refusal of the pack, safe to show the client.
+type packError struct{ reason string }
+
+func (e *packError) Error() string { return e.reason }
+
+// packReason is the client's text for a pack intake failure.
+func packReason(err error) string {
+	var pe *packError
+	if errors.As(err, &pe) {
+		return pe.reason
+	}
+	return "the pack could not be received"
+}
+
+// Pack header (git's pack-format.txt): "PACK", version, object count.
+const packHeaderLen = 12
+
+// receivePack indexes the pack from r into a new quarantine of m: the
+// header is checked first (signature, version, object count against
+// maxObjects), then git index-pack --strict --fix-thin reads the stream,
+// bounded by maxBytes and ctx.
+func receivePack(ctx context.Context, m *gitsrv.UpstreamMirror, r io.Reader, maxBytes int64, maxObjects int) (*quarantine, error) {
+	var hdr [packHeaderLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &packError{fmt.Sprintf("the pack exceeds %d bytes", maxBytes)}
+		}
+		return nil, &packError{"the pack is missing or truncated"}
+	}
+	n, err := checkPackHeader(hdr[:], maxObjects)
+	if err != nil {
+		return nil, err
+	}
+	objects := filepath.Join(m.Dir(), "objects")
+	dir, err := os.MkdirTemp(objects, "incoming-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a quarantine: %w", err)
+	}
+	q := &quarantine{dir: dir, objects: objects}
+	if err := os.Mkdir(filepath.Join(dir, "pack"), 0o700); err != nil {
+		q.remove()
+		return nil, fmt.Errorf("creating a quarantine: %w", err)
+	}
+	o := m.LocalOptions(q.dir)
+	o.Timeout = untilDeadline(ctx)
+	o.Stdin = io.MultiReader(strings.NewReader(string(hdr[:])), r)
+	_, err = gitexec.Run(ctx, o, "index-pack", "--stdin", "--strict", "--fix-thin",
+		fmt.Sprintf("--max-input-size=%d", maxBytes))
+	if err != nil {
+		q.remove()
+		return nil, indexError(err, maxBytes, m.Dir())
+	}
+	_ = n
+	return q, nil
+}
+
+// checkPackHeader checks a pack header and returns its object count.
+func checkPackHeader(hdr []byte, maxObjects int) (uint32, error) {
+	if len(hdr) != packHeaderLen || string(hdr[:4]) != "PACK" {
+		return 0, &packError{"the data after the commands is not a pack"}
+	}
+	if v := binary.BigEndian.Uint32(hdr[4:8]); v != 2 && v != 3 {
+		return 0, &packError{fmt.Sprintf("pack version %d is not supported", v)}
+	}
+	n := binary.BigEndian.Uint32(hdr[8:12])
+	if uint64(n) > uint64(maxObjects) {
+		return 0, &packError{fmt.Sprintf("the pack holds %d objects, more than the %d allowed", n, maxObjects)}
+	}
+	return n, nil
+}
+
+// indexError turns an index-pack failure into the client's reason.
+func indexError(err error, maxBytes int64, mirror string) error {
+	var ge *gitexec.Error
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.Is(err, gitexec.ErrTimeout):
+		return &packError{"receiving the pack took too long"}
+	case errors.As(err, &mbe):
+		return &packError{fmt.Sprintf("the pack exceeds %d bytes", maxBytes)}
+	case errors.As(err, &ge):
+		msg := strings.ReplaceAll(ge.Stderr, mirror, "<mirror>")
+		switch {
+		case strings.Contains(msg, "maximum allowed size"):
+			return &packError{fmt.Sprintf("the pack exceeds %d bytes", maxBytes)}
+		case strings.Contains(msg, "fsck") || strings.Contains(msg, "error: object"):
+			return &packError{"the pack fails fsck: " + firstLine(msg)}
+		}
+		return &packError{"the pack is invalid: " + firstLine(msg)}
+	}
+	return fmt.Errorf("indexing the pack: %w", err)
+}
+
+// firstLine is the first error line of git's stderr, sanitised.
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "error: ") || strings.HasPrefix(l, "fatal: ") {
+			return gitwire.Sanitize(l)
+		}
+	}
+	return gitwire.Sanitize(strings.TrimSpace(s))
+}
+
+func untilDeadline(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		if left := time.Until(d); left > 0 {
+			return left
+		}
+		return time.Millisecond
+	}
+	return DefaultTimeout
+}
+
+// classifyError refuses a push whose objects do not support its commands.
+type classifyError struct{ reason string }
+
+func (e *classifyError) Error() string { return e.reason }
+
+// classify works out what each command does from the objects: the ref's
+// current value is the mirror's (just refreshed from the upstream), never
+// the old id the client claimed; a fast-forward is an update whose current
+// tip is an ancestor of the new one. New objects must exist (in the
+// quarantine or the mirror), be commits (tags: commits or tag objects) and
+// be connected to what the mirror has.
+func classify(ctx context.Context, m *gitsrv.UpstreamMirror, q *quarantine, cmds []gitwire.Command) ([]policy.RefUpdate, error) {
+	refs, err := mirrorRefs(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	o := m.LocalOptions(q.path())
+	var news []string
+	for _, c := range cmds {
+		if !c.IsDelete() {
+			news = append(news, c.New)
+		}
+	}
+	if len(news) > 0 {
+		bo := o
+		bo.Stdin = strings.NewReader(strings.Join(news, "\n") + "\n")
+		out, err := gitexec.Run(ctx, bo, "cat-file", "--batch-check=%(objectname) %(objecttype)")
+		if err != nil {
+			return nil, fmt.Errorf("checking the pushed objects: %w", err)
+		}
+		types := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(string(out.Stdout)), "\n") {
+			id, typ, _ := strings.Cut(l, " ")
+			types[id] = typ
+		}
+		for _, c := range cmds {
+			if c.IsDelete() {
+				continue
+			}
+			typ := types[c.New]
+			switch {
+			case typ == "" || typ == "missing":
+				return nil, &classifyError{fmt.Sprintf("object %s for %s is not in the pack or the repository", c.New, c.Ref)}
+			case strings.HasPrefix(c.Ref, "refs/heads/") && typ != "commit":
+				return nil, &classifyError{fmt.Sprintf("%s would point at a %s, not a commit", c.Ref, typ)}
+			case strings.HasPrefix(c.Ref, "refs/tags/") && typ != "commit" && typ != "tag":
+				return nil, &classifyError{fmt.Sprintf("%s would point at a %s", c.Ref, typ)}
+			}
+		}
+		args := append([]string{"rev-list", "--objects", "--quiet"}, news...)
+		args = append(args, "--not", "--all")
+		if _, err := gitexec.Run(ctx, o, args...); err != nil {
+			var ge *gitexec.Error
+			if errors.As(err, &ge) {
+				return nil, &classifyError{"the pack is incomplete: objects it refers to are missing"}
+			}
+			return nil, fmt.Errorf("checking connectivity: %w", err)
+		}
+	}
+	out := make([]policy.RefUpdate, 0, len(cmds))
+	for _, c := range cmds {
+		old, exists := refs[c.Ref]
+		u := policy.RefUpdate{Ref: c.Ref, Old: old, New: c.New}
+		if !exists {
+			u.Old = zeroID
+		}
+		switch {
+		case c.IsDelete():
+			u.Kind = policy.UpdateDelete
+		case !exists:
+			u.Kind = policy.UpdateCreate
+		case old == c.New:
+			u.Kind = policy.UpdateFastForward
+		case strings.HasPrefix(c.Ref, "refs/tags/"):
+			u.Kind = policy.UpdateForce // any move of an existing tag
+		default:
+			_, err := gitexec.Run(ctx, o, "merge-base", "--is-ancestor", old, c.New)
+			var ge *gitexec.Error
+			switch {
+			case err == nil:
+				u.Kind = policy.UpdateFastForward
+			case errors.As(err, &ge) && ge.ExitCode == 1:
+				u.Kind = policy.UpdateForce
+			default:
+				return nil, fmt.Errorf("comparing %s with the upstream's: %w", c.Ref, err)
+			}
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// mirrorRefs lists the mirror's branches and tags.
+func mirrorRefs(ctx context.Context, m *gitsrv.UpstreamMirror) (map[string]string, error) {
+	out, err := gitexec.Run(ctx, m.LocalOptions(""), "for-each-ref", "--format=%(objectname) %(refname)", "--", "refs/heads/", "refs/tags/")
+	if err != nil {
+		return nil, fmt.Errorf("listing the mirror's refs: %w", err)
+	}
+	refs := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out.Stdout)), "\n") {
+		if id, name, ok := strings.Cut(l, " "); ok {
+			refs[name] = id
+		}
+	}
+	return refs, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// requestBody returns the request body bounded to max bytes, decompressed
+// when git sent it gzipped (the bound applies to both sides).
+func requestBody(r *http.Request, max int64) (io.ReadCloser, error) {
+	raw := http.MaxBytesReader(nil, r.Body, max)
+	switch r.Header.Get("Content-Encoding") {
+	case "", "identity":
+		return raw, nil
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(raw)
+		if err != nil {
+			return nil, fmt.Errorf("reading the gzipped body: %w", err)
+		}
+		return struct {
+			io.Reader
+			io.Closer
+		}{&limitedReader{r: zr, left: max, limit: max}, raw}, nil
+	}
+	return nil, errors.New("unsupported Content-Encoding")
+}
+
+// limitedReader fails (rather than ending) past its limit.
+type limitedReader struct {
+	r     io.Reader
+	left  int64
+	limit int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, &http.MaxBytesError{Limit: l.limit}
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
