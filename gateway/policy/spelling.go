@@ -53,30 +53,40 @@ func spellingProblem(raw string) string {
 	if strings.HasPrefix(raw, "//") {
 		return spellNetwork
 	}
-	scheme := true // still in a possible scheme at the start
+	if n := schemeLen(raw); n > 0 {
+		return fmt.Sprintf("%s (%s)", spellScheme, strconv.Quote(raw[:n]))
+	}
+	if strings.IndexByte(raw, '\\') >= 0 {
+		return spellBackslash
+	}
 	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case c == '\\':
-			return spellBackslash
-		case c == ':':
-			if scheme && i > 0 {
-				return fmt.Sprintf("%s (%s)", spellScheme, strconv.Quote(raw[:i+1]))
-			}
-			scheme = false
-		case c >= 0x80:
-			r, size := utf8.DecodeRuneInString(raw[i:])
-			if invisible(r) {
-				return fmt.Sprintf("%s %s", spellInvisible, codePoint(r))
-			}
-			i += size - 1
-			scheme = false
-		case scheme:
-			isAlpha := c|0x20 >= 'a' && c|0x20 <= 'z'
-			scheme = isAlpha || i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')
+		if raw[i] < utf8.RuneSelf {
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(raw[i:])
+		if invisible(r) {
+			return fmt.Sprintf("%s %s", spellInvisible, codePoint(r))
+		}
+		i += size - 1
 	}
 	return ""
+}
+
+// schemeLen returns the length of the RFC 3986 scheme and its colon at the
+// start of s (a letter, then letters, digits, "+", "-" or "."), 0 if none.
+func schemeLen(s string) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c|0x20 >= 'a' && c|0x20 <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		case i > 0 && c == ':':
+			return i + 1
+		default:
+			return 0
+		}
+	}
+	return 0
 }
 
 // invisible reports whether r is a code point a reader cannot see or that
@@ -88,8 +98,13 @@ func spellingProblem(raw string) string {
 // line and paragraph separators, noncharacters, and U+FFFD (an earlier
 // layer replaced bytes it could not decode: the name meant is unknown).
 func invisible(r rune) bool {
-	if r < 0xa0 {
-		return false // ASCII and C1 controls (refused as control characters)
+	switch {
+	case r < 0x34f:
+		// ASCII and C1 controls are refused as control characters; below
+		// U+034F only the soft hyphen is in a table.
+		return r == 0xad
+	case r >= 0x3400 && r <= 0x9fff:
+		return false // CJK ideographs: in no table
 	}
 	return r == utf8.RuneError ||
 		unicode.In(r, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector,
@@ -115,6 +130,13 @@ var shortNameStems = map[string]string{
 // (GIT~1, GITMOD~1, GITATT~1, ENV~1, ENVRC~1) read as the long ones.
 func protectedName(comp string) string {
 	if comp == "" {
+		return ""
+	}
+	// Every protected name and short name starts with ".", "g" or "e". A
+	// first byte that is ASCII stays the first character under NFKC and
+	// folding (or becomes a non-ASCII one with a combining mark after it),
+	// so any other ASCII first byte rules the component out.
+	if c := comp[0]; c < utf8.RuneSelf && c != '.' && c|0x20 != 'g' && c|0x20 != 'e' {
 		return ""
 	}
 	for i := 0; i < len(comp); i++ {
