@@ -187,13 +187,24 @@ func (f *fakeEscalator) Escalate(ctx context.Context, req escalation.Request) (e
 
 // env is a door in front of a fake github.com with one repository.
 type env struct {
-	up    *upstream
-	bareD string // the upstream repository
-	door  *httptest.Server
-	sink  *memSink
-	esc   *fakeEscalator
-	url   string // the client's remote URL (agent token as the password)
-	home  string
+	up     *upstream
+	bareD  string // the upstream repository
+	door   *httptest.Server
+	sink   *memSink
+	esc    *fakeEscalator
+	url    string // the client's remote URL (agent token as the password)
+	home   string
+	mirror string // the git server's MirrorDir
+}
+
+// mirrorDir is the door's mirror of the repository.
+func (e *env) mirrorDir(t testing.TB) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(e.mirror, "door-*.git"))
+	if len(m) != 1 {
+		t.Fatalf("door mirrors: %v", m)
+	}
+	return m[0]
 }
 
 type envOptions struct {
@@ -212,6 +223,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	sandbox := filepath.Join(base, "sandbox")
+	e.mirror = filepath.Join(base, "mirror")
 	if err := os.Mkdir(sandbox, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -108,11 +108,15 @@ func receivePack(ctx context.Context, m *gitsrv.UpstreamMirror, r io.Reader, max
 	}
 	o := m.LocalOptions(q.dir)
 	o.Timeout = untilDeadline(ctx)
-	o.Stdin = io.MultiReader(strings.NewReader(string(hdr[:])), r)
+	lr := &limitedReader{r: io.MultiReader(strings.NewReader(string(hdr[:])), r), left: maxBytes, limit: maxBytes}
+	o.Stdin = lr
 	_, err = gitexec.Run(ctx, o, "index-pack", "--stdin", "--strict", "--fix-thin",
 		fmt.Sprintf("--max-input-size=%d", maxBytes))
 	if err != nil {
 		q.remove()
+		if lr.hit {
+			return nil, &packError{fmt.Sprintf("the pack exceeds %d bytes", maxBytes)}
+		}
 		return nil, indexError(err, maxBytes, m.Dir())
 	}
 	_ = n
@@ -313,15 +317,22 @@ func requestBody(r *http.Request, max int64) (io.ReadCloser, error) {
 	return nil, errors.New("unsupported Content-Encoding")
 }
 
-// limitedReader fails (rather than ending) past its limit.
+// limitedReader fails (rather than ending) past its limit, and says so.
 type limitedReader struct {
 	r     io.Reader
 	left  int64
 	limit int64
+	hit   bool
 }
 
 func (l *limitedReader) Read(p []byte) (int, error) {
 	if l.left <= 0 {
+		// Only a read past the limit that finds more data is a violation.
+		var one [1]byte
+		if n, _ := l.r.Read(one[:]); n == 0 {
+			return 0, io.EOF
+		}
+		l.hit = true
 		return 0, &http.MaxBytesError{Limit: l.limit}
 	}
 	if int64(len(p)) > l.left {

@@ -70,6 +70,8 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, sess sessi
 		http.Error(w, "expected Content-Type application/x-git-receive-pack-request", http.StatusUnsupportedMediaType)
 		return
 	}
+	// Progress goes out while the pack still comes in.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	body, err := requestBody(r, h.cfg.MaxPackBytes+1<<20)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnsupportedMediaType)
@@ -90,8 +92,9 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, sess sessi
 	p.req, err = gitwire.ReadUpdateRequest(pr, "sha1", gitwire.Limits{MaxCommands: h.cfg.MaxRefs, DeferRefCheck: true})
 	if err != nil {
 		callID := p.refuse(r.Context(), policy.RuleInvalidArgument, "malformed push request: "+protocolReason(err))
+		msg := "IronCurtain refused the push: " + protocolReason(err) + " (call " + callID + ")"
 		netlimit.DontDrain(w)
-		http.Error(w, "IronCurtain refused the push: "+protocolReason(err)+" (call "+callID+")", http.StatusBadRequest)
+		refuseRequest(w, p.req.Capabilities, msg)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
@@ -104,6 +107,24 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, sess sessi
 	rep := gitwire.AppendReport(nil, statuses.unpack, statuses.refs)
 	p.out.write(gitwire.BandData, rep)
 	p.out.flush()
+}
+
+// refuseRequest answers a push whose command list was refused, in a form
+// git prints: on the error side band ("remote error: ...") when the client
+// asked for one, else as the unpack status of report-status, else as a 400.
+func refuseRequest(w http.ResponseWriter, caps gitwire.Capabilities, msg string) {
+	switch {
+	case caps.Band() > 0:
+		w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
+		sb := gitwire.NewSideBand(w, caps)
+		_ = sb.Write(gitwire.BandError, []byte(gitwire.Sanitize(msg)+"\n"))
+		_ = sb.Flush()
+	case caps.ReportStatus:
+		w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
+		_, _ = w.Write(gitwire.AppendReport(nil, msg, nil))
+	default:
+		http.Error(w, msg, http.StatusBadRequest)
+	}
 }
 
 // pushResult is the report-status answer.

@@ -110,6 +110,8 @@ func (c Capabilities) Band() int {
 // after the first line, unknown or repeated capabilities, an object format
 // other than the repository's, push options without the capability,
 // delim-pkts and response-end-pkts anywhere, and a stream that ends early.
+// On error the request returned holds only the capabilities, once the first
+// line was read, so that the caller can answer in the client's side band.
 func ReadUpdateRequest(r *Reader, objectFormat string, lim Limits) (UpdateRequest, error) {
 	if lim.MaxCommands <= 0 {
 		lim.MaxCommands = DefaultMaxCommands
@@ -124,57 +126,62 @@ func ReadUpdateRequest(r *Reader, objectFormat string, lim Limits) (UpdateReques
 		kind, p, err := r.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return UpdateRequest{}, protoErr("the command list ended without a flush-pkt")
+				return u.partial(), protoErr("the command list ended without a flush-pkt")
 			}
-			return UpdateRequest{}, fmt.Errorf("reading the command list: %w", err)
+			return u.partial(), fmt.Errorf("reading the command list: %w", err)
 		}
 		if kind == Flush {
 			break
 		}
 		if kind != Data {
-			return UpdateRequest{}, protoErr("unexpected %s in the command list", kind)
+			return u.partial(), protoErr("unexpected %s in the command list", kind)
 		}
 		line := p
 		if len(u.Commands) == 0 {
 			if bytes.HasPrefix(line, []byte("shallow ")) {
-				return UpdateRequest{}, protoErr("pushing from a shallow clone is not supported")
+				return u.partial(), protoErr("pushing from a shallow clone is not supported")
 			}
 			if bytes.HasPrefix(line, []byte("push-cert")) {
-				return UpdateRequest{}, protoErr("signed pushes are not supported")
+				return u.partial(), protoErr("signed pushes are not supported")
 			}
 			cmd, caps, hasCaps := bytes.Cut(line, []byte{0})
 			if !hasCaps {
-				return UpdateRequest{}, protoErr("the first command carries no capability list")
+				return u.partial(), protoErr("the first command carries no capability list")
 			}
 			if u.Capabilities, err = parseCapabilities(string(trimLF(caps)), objectFormat); err != nil {
-				return UpdateRequest{}, err
+				return u.partial(), err
 			}
 			line = cmd
 		} else if bytes.IndexByte(line, 0) >= 0 {
-			return UpdateRequest{}, protoErr("capabilities after the first command")
+			return u.partial(), protoErr("capabilities after the first command")
 		}
 		if len(u.Commands) == lim.MaxCommands {
-			return UpdateRequest{}, protoErr("more than %d ref updates in one push", lim.MaxCommands)
+			return u.partial(), protoErr("more than %d ref updates in one push", lim.MaxCommands)
 		}
 		c, err := parseCommand(string(trimLF(line)), idLen, lim.DeferRefCheck)
 		if err != nil {
-			return UpdateRequest{}, err
+			return u.partial(), err
 		}
 		if seen[c.Ref] {
-			return UpdateRequest{}, protoErr("ref %s is updated twice", c.Ref)
+			return u.partial(), protoErr("ref %s is updated twice", c.Ref)
 		}
 		seen[c.Ref] = true
 		u.Commands = append(u.Commands, c)
 	}
 	if len(u.Commands) == 0 {
-		return UpdateRequest{}, protoErr("the push holds no ref update")
+		return u.partial(), protoErr("the push holds no ref update")
 	}
 	if u.Capabilities.PushOptions {
 		if u.PushOptions, err = readPushOptions(r, lim.MaxPushOptions); err != nil {
-			return UpdateRequest{}, err
+			return u.partial(), err
 		}
 	}
 	return u, nil
+}
+
+// partial is what a refused request keeps: its capabilities.
+func (u UpdateRequest) partial() UpdateRequest {
+	return UpdateRequest{Capabilities: u.Capabilities}
 }
 
 func readPushOptions(r *Reader, max int) ([]string, error) {
