@@ -344,3 +344,5 @@ func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+func chmodX(p string) error { return os.Chmod(p, 0o755) }
