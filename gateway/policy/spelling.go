@@ -241,7 +241,10 @@ func (c *call) checkSpelling() (Evaluation, bool) {
 // spelled so (protectedSpelling), for reads as well as writes: a
 // case-insensitive or normalising file system opens the protected file, a
 // reviewer sees another name. It runs after the protected-path invariant,
-// which denies writes of such names as protected paths.
+// which denies writes of such names as protected paths. It also refuses a
+// canonical value that is a protected path (Settings.ProtectedPaths and the
+// policy files) only when compared case-insensitively and after NFKC
+// (/ETC/ironcurtain on a case-insensitive mount is /etc/ironcurtain).
 func (c *call) checkProtectedSpelling() (Evaluation, bool) {
 	if !c.rr.anyPath {
 		return Evaluation{}, false
@@ -255,7 +258,78 @@ func (c *call) checkProtectedSpelling() (Evaluation, bool) {
 		}
 		return done
 	})
-	return ev, done
+	if done {
+		return ev, done
+	}
+	sb := c.e.canon.sandbox
+	for i := range c.vals {
+		first := c.rr.first[i]
+		if first == "" || roleDef(first).Category != CategoryPath {
+			continue
+		}
+		for _, p := range c.vals[i].canon {
+			for _, pp := range c.e.protect {
+				if within(p, pp) || (sb != "" && within(sb, pp) && within(p, sb)) || !withinFolded(p, pp) {
+					continue
+				}
+				return c.deny(RuleAmbiguousPath, fmt.Sprintf("argument %q %s", c.t.ann.Args[i].Name, spellProtectedPath),
+					"protected path "+echoFull(pp)+" spelled "+echoFull(p))
+			}
+		}
+	}
+	return Evaluation{}, false
+}
+
+const spellProtectedPath = "names a protected path in another case or Unicode form, which a case-insensitive or normalising file system opens"
+
+// withinFolded reports whether p is root or below it when each component
+// is compared as a case-insensitive, normalising file system may: after
+// NFKC and case folding, without trailing dots and spaces. Both are
+// absolute.
+func withinFolded(p, root string) bool {
+	for root != "" {
+		var rc, pc string
+		rc, root = nextComponent(root)
+		if rc == "" {
+			continue
+		}
+		for pc == "" {
+			if p == "" {
+				return false
+			}
+			pc, p = nextComponent(p)
+		}
+		if !componentFoldEqual(pc, rc) {
+			return false
+		}
+	}
+	return true
+}
+
+func nextComponent(p string) (comp, rest string) {
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return p, ""
+}
+
+func componentFoldEqual(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if isASCII(a) && isASCII(b) {
+		return strings.EqualFold(strings.TrimRight(a, ". "), strings.TrimRight(b, ". "))
+	}
+	return strings.TrimRight(foldUnicode(a), ". ") == strings.TrimRight(foldUnicode(b), ". ")
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // echoFull quotes a value (ASCII only) for an audit detail: at most

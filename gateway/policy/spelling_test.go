@@ -285,3 +285,28 @@ func TestEchoBoundsAndEscapes(t *testing.T) {
 		t.Fatalf("echoFull is %d bytes", len(got))
 	}
 }
+
+func TestWithinFolded(t *testing.T) {
+	tests := []struct {
+		p, root string
+		want    bool
+	}{
+		{p: "/etc/ironcurtain", root: "/etc/ironcurtain", want: true},
+		{p: "/ETC/IronCurtain/policy.json", root: "/etc/ironcurtain", want: true},
+		{p: "/etc/ironcurtain./x", root: "/etc/ironcurtain", want: true},
+		{p: "/etc/\uff49roncurtain", root: "/etc/ironcurtain", want: true},
+		{p: "/w/SECRET", root: "/w/secret", want: true},
+		{p: "/w/secret2", root: "/w/secret"},
+		{p: "/w", root: "/w/secret"},
+		{p: "/x/secret", root: "/w/secret"},
+		{p: "/etc/ironcurtainx", root: "/etc/ironcurtain"},
+		{p: "/anything", root: "/", want: true},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%+q in %q", tt.p, tt.root), func(t *testing.T) {
+			if got := withinFolded(tt.p, tt.root); got != tt.want {
+				t.Fatalf("withinFolded(%+q, %q) = %v, want %v", tt.p, tt.root, got, tt.want)
+			}
+		})
+	}
+}
