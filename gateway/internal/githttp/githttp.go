@@ -335,9 +335,9 @@ func validHost(h string) bool {
 }
 
 // validSegment accepts an owner or repository name: ASCII letters, digits,
-// '.', '_', '-', not starting with '.' or '-'.
+// '.', '_', '-', not starting with '.' or '-', not ending with '.', no "..".
 func validSegment(s string) bool {
-	if s == "" || len(s) > 100 || s[0] == '.' || s[0] == '-' {
+	if s == "" || len(s) > 100 || s[0] == '.' || s[0] == '-' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
