@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
 
 	"ironcurtain.dev/gateway/internal/store/pgtest"
 )
@@ -186,6 +190,98 @@ func TestWaiterRefusedWhenDatabaseOutlastsDeadline(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// pauseFor freezes the shared Postgres container (docker pause: connections
+// stay open, nothing answers) for d, running during meanwhile, then thaws
+// it. A cleanup thaws it should the test fail in between.
+func pauseFor(t *testing.T, d time.Duration, during func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	defer cli.Close()
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: make(client.Filters).
+		Add("label", pgtest.LabelKey).Add("label", pgtest.LabelPID+"="+strconv.Itoa(os.Getpid()))})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("finding this test binary's Postgres container: %d found, %v", len(list.Items), err)
+	}
+	id := list.Items[0].ID
+	if _, err := cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
+		t.Fatalf("pausing Postgres: %v", err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if _, err := cli.ContainerUnpause(context.Background(), id, client.ContainerUnpauseOptions{}); err != nil {
+				t.Errorf("unpausing Postgres: %v", err)
+			}
+		}
+	}
+	defer thaw()
+	paused := time.Now()
+	if during != nil {
+		during()
+	}
+	time.Sleep(time.Until(paused.Add(d)))
+	thaw()
+	t.Logf("database paused for %s", time.Since(paused).Round(time.Millisecond))
+}
+
+// TestWaiterSurvivesPausedDatabase: the database freezes (docker pause)
+// while a call waits; its reads hang, time out after attemptTimeout and are
+// retried; the approval given after the thaw runs the call.
+func TestWaiterSurvivesPausedDatabase(t *testing.T) {
+	db := pgtest.New(t, pgtest.Migrated())
+	ctx := testCtx(t)
+	p := newTestPG(t, db, Config{Timeout: 3 * time.Minute, PollInterval: 100 * time.Millisecond})
+	id, done := escalateAsync(t, p, ctx, req("c1"))
+	time.Sleep(200 * time.Millisecond)
+	pauseFor(t, attemptTimeout+2*time.Second, func() {
+		select {
+		case o := <-done:
+			t.Fatalf("the waiter gave up while the database was paused: %+v", o)
+		case <-time.After(attemptTimeout + time.Second):
+		}
+	})
+	decideEventually(t, p, ctx, id)
+	select {
+	case o := <-done:
+		if o.err != nil || !o.res.Approved {
+			t.Fatalf("outcome = %+v, %v; want approved", o.res, o.err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiter did not resume after the approval")
+	}
+}
+
+// TestWaiterRefusedAtDeadlineWhilePaused: the database stays frozen past
+// the escalation's deadline. The call is refused at the deadline (bounded
+// by one attempt's timeout), not when the database thaws: before the fix a
+// read on a frozen database hung until then.
+func TestWaiterRefusedAtDeadlineWhilePaused(t *testing.T) {
+	db := pgtest.New(t, pgtest.Migrated())
+	ctx := testCtx(t)
+	const timeout = 3 * time.Second
+	p := newTestPG(t, db, Config{Timeout: timeout, PollInterval: 100 * time.Millisecond})
+	opened := time.Now()
+	_, done := escalateAsync(t, p, ctx, req("c1"))
+	var o outcome
+	pauseFor(t, timeout+attemptTimeout+5*time.Second, func() {
+		select {
+		case o = <-done:
+		case <-time.After(timeout + 2*time.Second):
+			t.Fatal("the waiter did not end at its deadline while the database was frozen")
+		}
+	})
+	if !errors.Is(o.err, ErrDatabaseUnavailable) {
+		t.Fatalf("outcome = %+v, %v; want ErrDatabaseUnavailable", o.res, o.err)
+	}
+	t.Logf("refused %s after opening (timeout %s)", o.at.Sub(opened).Round(time.Millisecond), timeout)
 }
 
 func TestBackoffDelays(t *testing.T) {
