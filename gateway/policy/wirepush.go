@@ -45,6 +45,13 @@ func (e *Engine) EvaluateWirePush(ctx context.Context, w WirePush) Evaluation {
 	}
 	record["remote"] = remote.URL()
 	req := Request{Server: "git", Tool: "push", Args: map[string]any{"remote": remote.URL()}}
+	if e.canon.sandbox != "" {
+		// The push reads nothing of the agent's: its "repository" is the
+		// gateway's mirror. The sandbox stands in for it so that the path
+		// role resolves by containment (an absent path would reach the
+		// path rules as a value-less role).
+		req.Args["path"] = e.canon.sandbox
+	}
 	var ev Evaluation
 	if e.trusted[req.Server] {
 		// evaluateTrusted plans a workspace push; the invariants above are

@@ -122,3 +122,33 @@ func TestUpstreamRejectionReachesTheClient(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 }
+
+// TestBasePolicy: under the shipped base policy a clone and a push of a new
+// branch each escalate (escalate-git-network) and run once approved; a force
+// push is denied before any human is asked.
+func TestBasePolicy(t *testing.T) {
+	esc := &fakeEscalator{started: make(chan escalation.Request, 8)}
+	e := newEnv(t, envOptions{base: true, esc: esc})
+	work := e.clone(t)
+	if d := e.sink.last(t); d.Tool != "fetch" || d.Decision != "escalate" || d.Rule != "escalate-git-network" {
+		t.Fatalf("clone record %+v", d)
+	}
+	e.mustGit(t, work, "switch", "-q", "-c", "feature")
+	head := e.commit(t, work, "f.txt", "f\n")
+	e.mustGit(t, work, "push", "-q", "origin", "feature")
+	if d := e.sink.last(t); d.Tool != "push" || d.Decision != "escalate" || d.Rule != "escalate-git-network" {
+		t.Fatalf("push record %+v", d)
+	}
+	if e.upstreamRef(t, "refs/heads/feature") != head {
+		t.Fatal("the approved push did not land")
+	}
+	e.mustGit(t, work, "commit", "-q", "--amend", "-m", "rewritten")
+	asked := len(esc.started)
+	out, err := e.git(work, "push", "--force", "origin", "feature")
+	if err == nil || !strings.Contains(out, "force push") {
+		t.Fatalf("force push: %v\n%s", err, out)
+	}
+	if len(esc.started) != asked {
+		t.Fatal("a human was asked about a force push")
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/policies/base"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -208,6 +209,7 @@ func (e *env) mirrorDir(t testing.TB) string {
 }
 
 type envOptions struct {
+	base  bool                  // the shipped base policy (policies/base)
 	rules []policy.CompiledRule // default: allow everything
 	cfg   Config
 	esc   *fakeEscalator
@@ -241,10 +243,15 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if rules == nil {
 		rules = []policy.CompiledRule{{Name: "allow-everything", Then: policy.Allow, Reason: "test"}}
 	}
-	eng, err := policy.New(&policy.CompiledPolicy{Rules: rules}, nil, nil, policy.Settings{Sandbox: sandbox, Annotations: anns,
-		DomainAllowlists: map[string][]string{"git": {"github.com"}}})
-	if err != nil {
-		t.Fatal(err)
+	var eng *policy.Engine
+	if o.base {
+		eng = baseEngine(t, sandbox)
+	} else {
+		eng, err = policy.New(&policy.CompiledPolicy{Rules: rules}, nil, nil, policy.Settings{Sandbox: sandbox, Annotations: anns,
+			DomainAllowlists: map[string][]string{"git": {"github.com"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	var esc escalation.Escalator = escalation.Deny{}
 	if o.esc != nil {
@@ -346,3 +353,35 @@ func (l testLog) Write(p []byte) (int, error) {
 }
 
 func chmodX(p string) error { return os.Chmod(p, 0o755) }
+
+// baseEngine loads the shipped base policy for sandbox, with github.com in
+// the git allowlist.
+func baseEngine(t testing.TB, sandbox string) *policy.Engine {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := base.FS.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cp, err := policy.ParseCompiledPolicy(policy.CompiledPolicyFile, read(policy.CompiledPolicyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp = cp.RebaseWithin("/workspace", sandbox)
+	ann, err := policy.ParseAnnotations(policy.AnnotationsFile, read(policy.AnnotationsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists, err := policy.ParseDynamicLists(policy.DynamicListsFile, read(policy.DynamicListsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.New(cp, ann, lists, policy.Settings{Sandbox: sandbox, ConfinedServers: policy.BuiltinConfinedServers(),
+		DomainAllowlists: map[string][]string{"git": {"github.com"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
