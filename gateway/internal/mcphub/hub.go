@@ -87,7 +87,10 @@ type Config struct {
 	// OutcomeWait bounds how long a finished call's answer waits for its
 	// outcome record; past it the record goes on in the background
 	// (pipeline.go: finish).
-	OutcomeWait time.Duration
+	OutcomeWait time.Duration // DecisionWait bounds the write-ahead decision record; past it the
+	// call is refused and never runs, even if the record commits later
+	// (pipeline.go: record).
+	DecisionWait time.Duration
 }
 
 // Deps are the hub's collaborators.
@@ -178,6 +181,9 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	}
 	if cfg.OutcomeWait <= 0 {
 		cfg.OutcomeWait = DefaultOutcomeWait
+	}
+	if cfg.DecisionWait <= 0 {
+		cfg.DecisionWait = DefaultDecisionWait
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"

@@ -124,3 +124,65 @@ func TestAuditOutageLogIsSummarised(t *testing.T) {
 		t.Fatalf("the outage was not logged:\n%s", logBuf.String())
 	}
 }
+
+// slowDecisionSink commits decision records only once release is closed
+// (a paused database whose commit lands late); Record stops waiting when
+// its context ends, as the Postgres sink does.
+type slowDecisionSink struct {
+	memSink
+	release chan struct{}
+}
+
+func (s *slowDecisionSink) Record(ctx context.Context, e audit.Event) error {
+	if _, ok := e.(*audit.ToolCallDecision); ok {
+		committed := make(chan struct{})
+		go func() { // the commit lands when the database is back
+			<-s.release
+			_ = s.memSink.Record(context.Background(), e)
+			close(committed)
+		}()
+		select {
+		case <-committed:
+			return nil
+		case <-ctx.Done(): // as the Postgres sink: the caller stops waiting
+			return ctx.Err()
+		}
+	}
+	return s.memSink.Record(ctx, e)
+}
+
+// TestStalledDecisionRefusesInTime: with the database paused, a call is
+// refused once Config.DecisionWait has passed, while the agent still waits
+// for the answer; it does not run when the decision commits later. Before,
+// the call waited as long as the database did and ran after the agent had
+// given up (and retried).
+func TestStalledDecisionRefusesInTime(t *testing.T) {
+	sink := &slowDecisionSink{release: make(chan struct{})}
+	srv := newFakeServer("files", "write")
+	pol := &fakePolicy{evals: map[string]policy.Evaluation{"files__write": allow("w", nil)}, annotated: map[string]bool{"files__write": true}}
+	const wait = 200 * time.Millisecond
+	h, err := New(Config{DecisionWait: wait}, Deps{Servers: []servers.Server{srv}, Policy: pol, Audit: sink, Auth: fakeAuth{}, NewID: seqIDs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan servers.Result, 1)
+	go func() {
+		got <- h.Call(context.Background(), CallRequest{Session: session.Session{ID: "s"}, Tool: "files__write"})
+	}()
+	var res servers.Result
+	select {
+	case res = <-got:
+	case <-time.After(5 * time.Second):
+		close(sink.release)
+		<-got
+		t.Fatal("the call waited for the stalled decision record beyond DecisionWait")
+	}
+	close(sink.release)
+	if !res.IsError || !strings.Contains(res.Content[0].Text, "did not run") {
+		t.Fatalf("result = %+v, want a refusal", res)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if srv.callCount() != 0 {
+		t.Fatal("the tool ran on a decision the gateway could not confirm in time")
+	}
+}

@@ -229,9 +229,18 @@ func (h *Hub) recordOutcome(ctx context.Context, o *audit.ToolCallOutcome) {
 	}
 }
 
+// DefaultDecisionWait is Config.DecisionWait when zero.
+const DefaultDecisionWait = 5 * time.Second
+
 // record writes a record the action depends on (a write-ahead decision):
-// its error refuses the action.
+// its error refuses the action. The wait is bounded by Config.DecisionWait:
+// with the database paused, a call must be refused while its agent still
+// waits for the answer, not run after the agent gave up (and retried). A
+// record that commits after the wait ended leaves a decision whose call
+// did not run; the sink records that outcome (audit.UnconfirmedDecision).
 func (h *Hub) record(ctx context.Context, e audit.Event) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.DecisionWait)
+	defer cancel()
 	if err := h.sink.Record(ctx, e); err != nil {
 		return fmt.Errorf("recording audit event: %w", err)
 	}
