@@ -89,7 +89,10 @@ func (p *PG) retryUntil(ctx context.Context, deadline time.Time, wake <-chan str
 		tries   int
 	)
 	for {
-		actx, cancel := context.WithDeadline(ctx, minTime(time.Now().Add(attemptTimeout), deadline.Add(time.Second)))
+		// An attempt may run a second past the deadline (never less than a
+		// second in all), so that a read just at the deadline can finish.
+		now := time.Now()
+		actx, cancel := context.WithDeadline(ctx, minTime(now.Add(attemptTimeout), maxTime(deadline, now).Add(time.Second)))
 		err := op(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !transient(err) {
@@ -129,6 +132,13 @@ func (p *PG) retryUntil(ctx context.Context, deadline time.Time, wake <-chan str
 			return ErrShuttingDown
 		}
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func minTime(a, b time.Time) time.Time {
