@@ -183,8 +183,8 @@ func TestFailedMigrationRollsBack(t *testing.T) {
 	db := pgtest.New(t, pgtest.Migrated())
 	ctx := testCtx(t)
 	// Make the latest down migration fail by adding a dependent object
-	// (0004's down drops escalations.consumed_by_call_id).
-	if _, err := db.Pool.Exec(ctx, `CREATE VIEW blocker AS SELECT consumed_by_call_id FROM escalations`); err != nil {
+	// (0005's down drops tool_calls.args_escaped).
+	if _, err := db.Pool.Exec(ctx, `CREATE VIEW blocker AS SELECT args_escaped FROM tool_calls`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.MigrateDown(ctx, db.Pool, 1); err == nil {
