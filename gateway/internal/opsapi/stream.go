@@ -75,7 +75,10 @@ func (a *api) streamToolCalls(w http.ResponseWriter, r *http.Request, f audit.Fi
 			start()
 		}
 		if n > 0 {
-			b = append([]byte{','}, b...)
+			k, err := w.Write(comma)
+			if written += k; err != nil {
+				return err // the client went away
+			}
 		}
 		k, err := w.Write(b)
 		written += k
@@ -110,6 +113,8 @@ func (a *api) streamToolCalls(w http.ResponseWriter, r *http.Request, f audit.Fi
 	}
 	_, _ = w.Write([]byte(tail + "}\n"))
 }
+
+var comma = []byte{','}
 
 func quote(s string) string {
 	b, _ := json.Marshal(s)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,23 @@ func FuzzParseCursor(f *testing.F) {
 			t.Fatalf("round trip of %q: %+v, %v", s, back, err)
 		}
 	})
+}
+
+// BenchmarkToolCallsStream: one full page of small rows through the
+// streaming encoder (the ops API's audit hot path).
+func BenchmarkToolCallsStream(b *testing.B) {
+	ops, _ := NewOperators(map[string]OperatorToken{"alice": opToken})
+	data := &fakeData{calls: fakeCalls(1000, 200)}
+	h := New(Deps{Operators: ops, Escalations: &fakeEscalations{}, Data: data})
+	req := httptest.NewRequest(http.MethodGet, "/v1/audit/tool-calls?limit=1000", nil)
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatal(rec.Code)
+		}
+		b.SetBytes(int64(rec.Body.Len()))
+	}
 }
