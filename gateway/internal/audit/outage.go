@@ -61,7 +61,6 @@ type gate struct {
 	since   time.Time // first failure of the current outage
 	retryAt time.Time
 	probing bool
-	upSince time.Time
 }
 
 func newGate(now func() time.Time, rnd func() float64) *gate {
@@ -71,7 +70,7 @@ func newGate(now func() time.Time, rnd func() float64) *gate {
 	if rnd == nil {
 		rnd = rand.Float64
 	}
-	return &gate{now: now, b: backoff{base: BackoffBase, max: BackoffMax, rand: rnd}, upSince: now()}
+	return &gate{now: now, b: backoff{base: BackoffBase, max: BackoffMax, rand: rnd}}
 }
 
 // allow reports whether a write may use the database now. A true while the
@@ -123,7 +122,6 @@ func (g *gate) ok() (wasDown bool, outage time.Duration) {
 	g.down.Store(false)
 	g.probing = false
 	g.b.reset()
-	g.upSince = now
 	return true, now.Sub(g.since)
 }
 
@@ -136,16 +134,6 @@ func (g *gate) isDown() (bool, time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.down.Load(), g.retryAt
-}
-
-// upFor returns how long the database has been reachable (0 while down).
-func (g *gate) upFor() time.Duration {
-	if g.down.Load() {
-		return 0
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.now().Sub(g.upSince)
 }
 
 // DefaultSummaryEvery is how often a FailureSummary logs while failures go on.

@@ -120,6 +120,9 @@ type PGSink struct {
 	spoolFull *FailureSummary
 	calls     callStates
 	kick      chan struct{}
+	// missing notes when the replayer first found the decision of an
+	// unconfirmed spool entry missing (replayer goroutine only).
+	missing map[uint64]time.Time
 }
 
 var _ Sink = (*PGSink)(nil)
@@ -153,6 +156,7 @@ func NewPG(pool *pgxpool.Pool, opts Options, reg prometheus.Registerer, log *slo
 		stop:      make(chan struct{}),
 		gate:      newGate(opts.Now, opts.Rand),
 		kick:      make(chan struct{}, 1),
+		missing:   map[uint64]time.Time{},
 		calls:     callStates{m: map[string]callState{}},
 		failing:   NewFailureSummary(log, "audit writes", "records not written", DefaultSummaryEvery, opts.Now),
 		spoolFull: NewFailureSummary(log, "audit spool full", "calls refused to keep the spool from overflowing", DefaultSummaryEvery, opts.Now),

@@ -31,13 +31,13 @@ import (
 // that transaction it skips outcomes already written (a write that was
 // given up on may have committed after all) and resolves unconfirmed
 // decisions by reading the decision row by call id: if it exists the
-// outcome says UnconfirmedDecision; if it does not (after the database has
-// been reachable for unconfirmedSettle, so a commit still in flight on the
-// old connection has landed), there is nothing to record.
+// outcome says UnconfirmedDecision; if it is still missing unconfirmedSettle
+// after it was first found missing (so a commit in flight on the old
+// connection, say in a database that was paused and thaws, has landed or
+// is gone), there is nothing to record.
 
-// unconfirmedSettle is how long the database must have been reachable
-// before a missing decision row of an unconfirmed call counts as never
-// committed.
+// unconfirmedSettle is how long a decision row must stay missing before
+// the unconfirmed call counts as never decided.
 const unconfirmedSettle = 5 * time.Second
 
 // decisionState is how the write of a call's decision ended.
@@ -229,6 +229,7 @@ func (s *PGSink) replayOnce() time.Duration {
 
 // replayBatch writes entries in one transaction and returns the ids of the
 // entries that are done (written, already written, or nothing to write).
+// Only the replayer goroutine calls it (s.missing is its own).
 func (s *PGSink) replayBatch(ctx context.Context, entries []spoolEntry) (map[uint64]bool, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -268,6 +269,7 @@ func (s *PGSink) replayBatch(ctx context.Context, entries []spoolEntry) (map[uin
 	done := map[uint64]bool{}
 	var batch []*pending
 	var already, undecided int
+	now := time.Now()
 	for _, e := range entries {
 		o := e.Outcome
 		switch {
@@ -276,7 +278,10 @@ func (s *PGSink) replayBatch(ctx context.Context, entries []spoolEntry) (map[uin
 			already++
 			continue
 		case e.Kind == spoolUnconfirmed && !decided[o.CallID]:
-			if s.gate.upFor() >= unconfirmedSettle {
+			first, seen := s.missing[e.ID]
+			if !seen {
+				s.missing[e.ID] = now
+			} else if now.Sub(first) >= unconfirmedSettle {
 				done[e.ID] = true
 				undecided++
 			}
@@ -309,6 +314,9 @@ func (s *PGSink) replayBatch(ctx context.Context, entries []spoolEntry) (map[uin
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("replaying audit spool: committing: %w", err)
+	}
+	for id := range done {
+		delete(s.missing, id)
 	}
 	s.m.replayed.WithLabelValues("written").Add(float64(len(batch)))
 	s.m.replayed.WithLabelValues("already_written").Add(float64(already))
