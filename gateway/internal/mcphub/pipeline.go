@@ -275,7 +275,7 @@ func newAuditLog(log *slog.Logger, now func() time.Time) auditLog {
 	return auditLog{
 		refused: audit.NewFailureSummary(log, "audit writes", "calls refused", audit.DefaultSummaryEvery, now),
 		lost:    audit.NewFailureSummary(log, "audit records after the decision", "records not written", audit.DefaultSummaryEvery, now),
-		late:    audit.NewFailureSummary(log, "outcome records slow", "answers sent before their outcome was recorded", audit.DefaultSummaryEvery, now),
+		late:    audit.NewFailureSummary(log, "timely outcome records", "answers sent before their outcome was recorded", audit.DefaultSummaryEvery, now),
 	}
 }
 
