@@ -54,7 +54,7 @@ func spellingProblem(raw string) string {
 		return spellNetwork
 	}
 	if n := schemeLen(raw); n > 0 {
-		return fmt.Sprintf("%s (%s)", spellScheme, strconv.Quote(raw[:n]))
+		return fmt.Sprintf("%s (%s)", spellScheme, echo(raw[:n]))
 	}
 	if strings.IndexByte(raw, '\\') >= 0 {
 		return spellBackslash

@@ -34,6 +34,7 @@ func TestSpellingProblem(t *testing.T) {
 		{name: "absolute with colon", raw: "/a:b"},
 		{name: "digit first is no scheme", raw: "1a:b"},
 		{name: "empty scheme", raw: ":x"},
+		{name: "long scheme is quoted in part", raw: strings.Repeat("a", 5000) + ":x", want: `"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"...)`},
 		{name: "dash first is no scheme", raw: "-a:b"},
 		{name: "network path", raw: "//host/share", want: `starts with "//"`},
 		{name: "three slashes", raw: "///etc", want: `starts with "//"`},
