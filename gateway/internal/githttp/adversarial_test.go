@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"ironcurtain.dev/gateway/internal/gitwire"
 )
@@ -323,4 +324,49 @@ func randomText(n int) string {
 		b.WriteByte(byte('!' + x%90))
 	}
 	return b.String()
+}
+
+// TestUpstreamMovedAfterTheAdvertisement: within Config.Fresh the push is
+// classified against the refs the client was shown; if the upstream moved
+// in between, the never-forced upstream push is rejected by the upstream
+// and nothing is overwritten.
+func TestUpstreamMovedAfterTheAdvertisement(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: Config{Fresh: time.Hour}})
+	work := e.clone(t)
+	e.mustGit(t, work, "switch", "-q", "-c", "feature")
+	e.commit(t, work, "f.txt", "one\n")
+	e.mustGit(t, work, "push", "-q", "origin", "feature")
+	base := e.upstreamRef(t, "refs/heads/feature")
+	// The client is shown the refs (the mirror is refreshed now) ...
+	req, _ := http.NewRequest(http.MethodGet, e.door.URL+"/git/github.com/acme/app.git/info/refs?service=git-receive-pack", nil)
+	req.SetBasicAuth("agent", agentToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// ... then someone else moves the upstream's feature.
+	other := t.TempDir()
+	run(t, "", "clone", "-q", "-b", "feature", e.bareD, other)
+	writeFile(t, filepath.Join(other, "o.txt"), "other\n")
+	run(t, other, "add", "o.txt")
+	run(t, other, "commit", "-q", "-m", "other")
+	run(t, other, "push", "-q", "origin", "feature")
+	moved := e.upstreamRef(t, "refs/heads/feature")
+	// The client's commit fast-forwards what it was shown, not the upstream.
+	next := e.commit(t, work, "g.txt", "two\n")
+	body := commands("report-status side-band-64k", base+" "+next+" refs/heads/feature")
+	body = append(body, packOf(t, work, next, "^"+base)...)
+	status, out := e.rawPush(t, body)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, out)
+	}
+	data, _, _ := decodeReport(t, out)
+	if !strings.Contains(data, "ng refs/heads/feature upstream rejected") {
+		t.Fatalf("report %q", data)
+	}
+	if got := e.upstreamRef(t, "refs/heads/feature"); got != moved {
+		t.Fatalf("the upstream's feature was overwritten: %s, want %s", got, moved)
+	}
 }

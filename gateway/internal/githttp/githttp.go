@@ -71,6 +71,7 @@ const (
 	DefaultMaxRefs      = 256
 	DefaultTimeout      = 10 * time.Minute
 	DefaultFetchGrant   = 10 * time.Minute
+	DefaultFresh        = 10 * time.Second
 )
 
 // Config holds the door's limits.
@@ -87,6 +88,13 @@ type Config struct {
 	// escalation timeout bounds, nor the upstream push, bounded by the git
 	// server's network timeout).
 	Timeout time.Duration
+	// Fresh is how long after a refresh of the mirror from the upstream a
+	// push is classified against the mirror without refreshing it again
+	// (git asks for the refs just before it pushes). Classification is then
+	// against the refs the client was shown; the upstream push is never
+	// forced, so an upstream that moved in between rejects a
+	// non-fast-forward itself. Negative: refresh at every push.
+	Fresh time.Duration
 	// FetchGrant is how long an allowed info/refs?service=git-upload-pack
 	// lets the same session's upload-pack requests for that repository be
 	// served from the mirror.
@@ -129,6 +137,7 @@ type Handler struct {
 	now  func() time.Time
 	mu   sync.Mutex
 	fetc map[grantKey]time.Time // fetch grants: until when
+	last map[string]time.Time   // mirrors (by transport URL): last refresh
 }
 
 type grantKey struct{ session, url string }
@@ -137,6 +146,9 @@ type grantKey struct{ session, url string }
 func New(cfg Config, d Deps) (*Handler, error) {
 	if d.Hub == nil || d.Auth == nil || d.Mirrors == nil || d.Allow == nil {
 		return nil, errors.New("creating git HTTP door: hub, authenticator, mirrors and allowlist are required")
+	}
+	if cfg.Fresh == 0 {
+		cfg.Fresh = DefaultFresh
 	}
 	if cfg.MaxPackBytes < 0 || cfg.MaxObjects < 0 || cfg.MaxRefs < 0 || cfg.Timeout < 0 || cfg.FetchGrant < 0 {
 		return nil, errors.New("creating git HTTP door: limits must not be negative")
@@ -160,7 +172,7 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{cfg: cfg, d: d, log: log, now: time.Now, fetc: map[grantKey]time.Time{}}, nil
+	return &Handler{cfg: cfg, d: d, log: log, now: time.Now, fetc: map[grantKey]time.Time{}, last: map[string]time.Time{}}, nil
 }
 
 // repo is the upstream repository a request names.
@@ -354,4 +366,37 @@ func clip(s string) string {
 		return s[:80] + "…"
 	}
 	return s
+}
+
+// refreshed notes that the mirror of url was just refreshed.
+func (h *Handler) refreshed(url string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	if len(h.last) > 4096 {
+		for k, t := range h.last {
+			if now.Sub(t) > h.cfg.Fresh {
+				delete(h.last, k)
+			}
+		}
+	}
+	h.last[url] = now
+}
+
+// fresh reports whether the mirror of url was refreshed within Config.Fresh.
+func (h *Handler) fresh(url string) bool {
+	if h.cfg.Fresh < 0 {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.last[url]
+	return ok && h.now().Sub(t) <= h.cfg.Fresh
+}
+
+// stale forgets the last refresh of the mirror of url.
+func (h *Handler) stale(url string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.last, url)
 }

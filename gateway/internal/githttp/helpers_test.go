@@ -1,9 +1,11 @@
 package githttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/pem"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cgi"
@@ -80,6 +82,16 @@ func newUpstream(t testing.TB) *upstream {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			return
+		}
+		if len(r.TransferEncoding) > 0 {
+			// net/http/cgi refuses chunked bodies (git sends pushes over
+			// http.postBuffer chunked); GitHub does not.
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
 		}
 		h.ServeHTTP(w, r)
 	}))

@@ -34,6 +34,9 @@ func (h *Handler) receivePackRefs(w http.ResponseWriter, r *http.Request, rp rep
 	if err == nil {
 		err = m.Refresh(ctx)
 	}
+	if err == nil {
+		h.refreshed(rp.transport)
+	}
 	var refs map[string]string
 	if err == nil {
 		refs, err = mirrorRefs(ctx, m)
@@ -154,7 +157,9 @@ func (p *pushState) run(ctx, reqCtx context.Context, pr *gitwire.Reader) pushRes
 	}
 	if p.req.NeedsPack() {
 		p.out.progress("IronCurtain: receiving the pack into a quarantine")
+		start := h.now()
 		p.q, err = receivePack(ctx, p.m, pr.Rest(), h.cfg.MaxPackBytes, h.cfg.MaxObjects)
+		h.log.Debug("git HTTP door: pack received", "repo", p.rp.url, "took", h.now().Sub(start), "err", err)
 		if err != nil {
 			var pe *packError
 			if !errors.As(err, &pe) {
@@ -168,12 +173,17 @@ func (p *pushState) run(ctx, reqCtx context.Context, pr *gitwire.Reader) pushRes
 		id := p.refuse(reqCtx, policy.RuleInvalidArgument, "malformed push request: data after a pack-less command list")
 		return p.allRefs("", "malformed push request (call "+id+")")
 	}
-	if err := p.m.Refresh(ctx); err != nil {
-		h.log.Warn("git HTTP door: refreshing the mirror failed", "repo", p.rp.url, "err", err)
-		id := p.refuse(reqCtx, policy.RuleInternalError, "the gateway could not read the upstream's refs")
-		return p.allRefs("", "IronCurtain could not read the upstream's refs (call "+id+")")
+	if !h.fresh(p.rp.transport) {
+		if err := p.m.Refresh(ctx); err != nil {
+			h.log.Warn("git HTTP door: refreshing the mirror failed", "repo", p.rp.url, "err", err)
+			id := p.refuse(reqCtx, policy.RuleInternalError, "the gateway could not read the upstream's refs")
+			return p.allRefs("", "IronCurtain could not read the upstream's refs (call "+id+")")
+		}
+		h.refreshed(p.rp.transport)
 	}
+	received := h.now()
 	p.kinds, err = classify(ctx, p.m, p.q, p.req.Commands)
+	h.log.Debug("git HTTP door: push classified", "repo", p.rp.url, "took", h.now().Sub(received))
 	if err != nil {
 		var ce *classifyError
 		if !errors.As(err, &ce) {
@@ -235,7 +245,10 @@ func (p *pushState) pushUpstream(ctx context.Context, reports chan<- []gitwire.R
 		specs = append(specs, c.New+":"+c.Ref)
 	}
 	p.out.progress("IronCurtain: pushing to " + p.rp.url)
+	start := p.h.now()
 	report, err := p.m.Push(ctx, specs, p.req.Capabilities.Atomic, p.q.path())
+	p.h.stale(p.rp.transport) // the upstream moved: the next push refreshes
+	p.h.log.Debug("git HTTP door: pushed upstream", "repo", p.rp.url, "took", p.h.now().Sub(start), "err", err)
 	refs := parsePorcelain(report, p.req.Commands)
 	reports <- refs
 	if err == nil && p.q != nil {
@@ -244,6 +257,7 @@ func (p *pushState) pushUpstream(ctx context.Context, reports chan<- []gitwire.R
 		}
 	}
 	if err != nil {
+		p.h.log.Warn("git HTTP door: the upstream push failed", "repo", p.rp.url, "err", err)
 		return servers.ToolError("the upstream refused or failed the push: " + gitwire.Sanitize(report)), nil
 	}
 	return servers.Text(report), nil

@@ -1,0 +1,69 @@
+package githttp
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// BenchmarkPush pushes a one-commit change and a commit adding ~10 MB of
+// incompressible data, through the door (allow-everything policy, in-memory
+// audit) and directly to the same upstream (git http-backend over TLS), with
+// the real git client. Compare the ns/op of door and direct for the ratio.
+//
+//	go test ./internal/githttp/ -run XXX -bench BenchmarkPush -benchtime 10x
+func BenchmarkPush(b *testing.B) {
+	for _, size := range []struct {
+		name  string
+		bytes int
+	}{
+		{name: "one-commit", bytes: 0},
+		{name: "10MB", bytes: 10 << 20},
+	} {
+		for _, via := range []string{"direct", "door"} {
+			b.Run(size.name+"/"+via, func(b *testing.B) {
+				e := newEnv(b, envOptions{})
+				work := e.clone(b)
+				remote := e.url
+				if via == "direct" {
+					remote = "https://x-access-token:" + upstreamToken + "@" + e.up.host + "/acme/app.git"
+					e.mustGit(b, work, "config", "http.sslCAInfo", e.up.caFile)
+				}
+				e.mustGit(b, work, "remote", "set-url", "origin", remote)
+				e.mustGit(b, work, "switch", "-q", "-c", "feature")
+				e.commit(b, work, "start.txt", "start\n")
+				e.mustGit(b, work, "push", "-q", "origin", "feature")
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					name := fmt.Sprintf("f%d.txt", i)
+					content := fmt.Sprintf("change %d\n", i)
+					if size.bytes > 0 {
+						name = fmt.Sprintf("big%d.bin", i)
+						content = randomTextSeed(size.bytes, uint64(i+1)*0x9e3779b97f4a7c15)
+					}
+					e.commit(b, work, name, content)
+					b.StartTimer()
+					e.mustGit(b, work, "push", "-q", "origin", "feature")
+				}
+				b.StopTimer()
+				if got, want := e.upstreamRef(b, "refs/heads/feature"), strings.TrimSpace(e.mustGit(b, work, "rev-parse", "HEAD")); got != want {
+					b.Fatalf("upstream feature %s, want %s", got, want)
+				}
+			})
+		}
+	}
+}
+
+// randomTextSeed is n bytes that do not compress, from seed.
+func randomTextSeed(n int, seed uint64) string {
+	buf := make([]byte, n)
+	x := seed | 1
+	for i := range buf {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		buf[i] = byte('!' + x%90)
+	}
+	return string(buf)
+}
