@@ -176,6 +176,13 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	apiMux.Handle("/mcp", hub.Handler())
 	apiMux.Handle("/mcp/", hub.Handler())
 	apiMux.Handle("/llm/", relay.Handler())
+	door, err := gitDoor(cfg, eng, hub, srvs, auth, log)
+	if err != nil {
+		return err
+	}
+	if door != nil {
+		apiMux.Handle(gitDoorPrefix, door)
+	}
 	apiMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

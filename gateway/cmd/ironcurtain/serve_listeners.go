@@ -11,6 +11,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/githttp"
 	"ironcurtain.dev/gateway/internal/llmrelay"
 	"ironcurtain.dev/gateway/internal/mcphub"
 	"ironcurtain.dev/gateway/internal/netlimit"
@@ -40,12 +41,13 @@ func startupLimits(cfg *config.Config, log *slog.Logger) {
 
 // agentBudget bounds each request on the agent API: an MCP call may wait for its tool and a
 // human (call timeout + escalation timeout), an event stream lives at most agent.stream_max_duration,
-// a model call at most the relay's timeout.
+// a model call at most the relay's timeout, a git request the door's timeout plus a call's.
 func agentBudget(cfg *config.Config) func(*http.Request) netlimit.Budget {
 	callTimeout := orDuration(cfg.MCP.CallTimeout, mcphub.DefaultCallTimeout)
 	escTimeout := orDuration(cfg.Escalation.Timeout, escalation.DefaultTimeout)
 	relayTimeout := orDuration(cfg.Relay.Timeout, llmrelay.DefaultTimeout)
 	stream := cfg.Agent.StreamMax()
+	gitTimeout := orDuration(cfg.Git.HTTP.Timeout, githttp.DefaultTimeout)
 	return func(r *http.Request) netlimit.Budget {
 		switch {
 		case r.URL.Path == "/mcp" || strings.HasPrefix(r.URL.Path, "/mcp/"):
@@ -57,6 +59,10 @@ func agentBudget(cfg *config.Config) func(*http.Request) netlimit.Budget {
 			}
 		case strings.HasPrefix(r.URL.Path, "/llm/"):
 			return netlimit.Budget{Body: bodyBudget, Total: relayTimeout + budgetMargin}
+		case strings.HasPrefix(r.URL.Path, githttp.Prefix):
+			// A pack streams in for up to the door's timeout; a push or a fetch
+			// may then wait for a human and run upstream (call timeout).
+			return netlimit.Budget{Body: gitTimeout, Total: gitTimeout + callTimeout + escTimeout + budgetMargin}
 		}
 		return netlimit.Budget{Body: bodyBudget, Total: shortBudget}
 	}

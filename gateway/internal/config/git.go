@@ -38,6 +38,31 @@ type GitConfig struct {
 	// Timeout bounds local git commands; NetworkTimeout fetch, push, clone.
 	Timeout        time.Duration `yaml:"timeout"`
 	NetworkTimeout time.Duration `yaml:"network_timeout"`
+	// HTTP is the git smart HTTP door on the agent port (/git/...).
+	HTTP GitHTTPConfig `yaml:"http"`
+}
+
+// GitHTTPConfig tunes the git smart HTTP door (internal/githttp). It serves
+// only hosts in servers.git.allowed_domains; zero values take the door's
+// defaults.
+//
+//	git:
+//	  http:
+//	    max_pack_bytes: 536870912
+//	    max_objects: 1048576
+//	    max_refs: 256
+//	    timeout: 10m
+type GitHTTPConfig struct {
+	// Disabled turns the door off (/git/ answers 404).
+	Disabled bool `yaml:"disabled"`
+	// MaxPackBytes caps one pushed pack; MaxObjects its objects; MaxRefs
+	// the ref updates of one push.
+	MaxPackBytes int64 `yaml:"max_pack_bytes"`
+	MaxObjects   int   `yaml:"max_objects"`
+	MaxRefs      int   `yaml:"max_refs"`
+	// Timeout bounds receiving, indexing and classifying a push and one
+	// upload-pack exchange (not the wait for a human).
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // MirrorPath returns MirrorDir or the default.
@@ -69,6 +94,12 @@ func (g *GitConfig) Validate() error {
 	}
 	if g.NetworkTimeout < 0 {
 		errs = append(errs, Errorf("network_timeout", "must not be negative"))
+	}
+	for field, v := range map[string]int64{"http.max_pack_bytes": g.HTTP.MaxPackBytes, "http.max_objects": int64(g.HTTP.MaxObjects),
+		"http.max_refs": int64(g.HTTP.MaxRefs), "http.timeout": int64(g.HTTP.Timeout)} {
+		if v < 0 {
+			errs = append(errs, Errorf(field, "must not be negative"))
+		}
 	}
 	if g.TokenEnv != "" && !validEnvName(g.TokenEnv) {
 		errs = append(errs, Errorf("token_env", "%q is not an environment variable name", g.TokenEnv))
