@@ -2,8 +2,13 @@ package githttp
 
 import (
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // BenchmarkPush pushes a one-commit change and a commit adding ~10 MB of
@@ -66,4 +71,53 @@ func randomTextSeed(n int, seed uint64) string {
 		buf[i] = byte('!' + x%90)
 	}
 	return string(buf)
+}
+
+// BenchmarkPushMemory pushes IC_BENCH_PACK_MB (default 100) megabytes of
+// incompressible data through the door and reports the gateway process's
+// peak Go heap while it streams (sampled every 10 ms): the pack goes through
+// pipes to git, so the heap must not grow with it.
+//
+//	IC_BENCH_PACK_MB=500 go test ./internal/githttp/ -run XXX -bench BenchmarkPushMemory -benchtime 1x
+func BenchmarkPushMemory(b *testing.B) {
+	mb := 100
+	if v, err := strconv.Atoi(os.Getenv("IC_BENCH_PACK_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	e := newEnv(b, envOptions{cfg: Config{MaxPackBytes: int64(mb+16) << 20}})
+	work := e.clone(b)
+	e.mustGit(b, work, "switch", "-q", "-c", "feature")
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e.commit(b, work, fmt.Sprintf("huge%d.bin", i), randomTextSeed(mb<<20, uint64(i+7)))
+		runtime.GC()
+		var base runtime.MemStats
+		runtime.ReadMemStats(&base)
+		var peak atomic.Uint64
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var ms runtime.MemStats
+			for {
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peak.Load() {
+					peak.Store(ms.HeapInuse)
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}()
+		b.StartTimer()
+		e.mustGit(b, work, "push", "-q", "origin", "feature")
+		b.StopTimer()
+		close(stop)
+		<-done
+		b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
+		b.ReportMetric(float64(peak.Load()-min(peak.Load(), base.HeapInuse))/(1<<20), "heap-growth-MB")
+		b.ReportMetric(float64(mb), "pack-MB")
+	}
 }

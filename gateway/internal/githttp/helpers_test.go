@@ -1,7 +1,6 @@
 package githttp
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/pem"
@@ -86,12 +85,23 @@ func newUpstream(t testing.TB) *upstream {
 		if len(r.TransferEncoding) > 0 {
 			// net/http/cgi refuses chunked bodies (git sends pushes over
 			// http.postBuffer chunked); GitHub does not.
-			body, err := io.ReadAll(r.Body)
+			// Spooled to a file, so the test's heap shows the door's.
+			f, err := os.CreateTemp(u.root, "body-")
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			defer os.Remove(f.Name())
+			defer f.Close()
+			n, err := io.Copy(f, r.Body)
+			if err == nil {
+				_, err = f.Seek(0, io.SeekStart)
+			}
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
+			r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(f), n, nil
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -293,7 +303,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 // its combined output and error.
 func (e *env) git(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"-c", "user.name=Agent", "-c", "user.email=agent@example.invalid",
-		"-c", "init.defaultBranch=main", "-c", "protocol.version=0"}, args...)...)
+		"-c", "init.defaultBranch=main"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.home, "GIT_CONFIG_NOSYSTEM=1",
 		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C"}
