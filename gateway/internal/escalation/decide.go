@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -180,41 +179,4 @@ func (p *PG) Get(ctx context.Context, id string) (Escalation, error) {
 		return e, fmt.Errorf("reading escalation %s: %w", id, err)
 	}
 	return e, nil
-}
-
-// ListFilter selects escalations; empty fields do not filter.
-type ListFilter struct {
-	Status  string // pending, approved, denied, expired, cancelled
-	Session string
-	Limit   int // default 100, at most 1000
-}
-
-// List returns escalations, oldest first for pending ones and newest first
-// otherwise.
-func (p *PG) List(ctx context.Context, f ListFilter) ([]Escalation, error) {
-	switch f.Status {
-	case "", StatusPending, StatusApproved, StatusDenied, StatusExpired, StatusCancelled:
-	default:
-		return nil, fmt.Errorf("listing escalations: %w: status %q is not pending, approved, denied, expired or cancelled", ErrInvalidFilter, f.Status)
-	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	limit = min(limit, 1000)
-	order := "created_at DESC"
-	if f.Status == StatusPending {
-		order = "created_at ASC"
-	}
-	rows, err := p.pool.Query(ctx, `SELECT `+escalationColumns+` FROM escalations
-WHERE ($1 = '' OR status = $1) AND ($2 = '' OR session_id = $2)
-ORDER BY `+order+` LIMIT `+strconv.Itoa(limit), f.Status, f.Session)
-	if err != nil {
-		return nil, fmt.Errorf("listing escalations: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Escalation, error) { return scanEscalation(r) })
-	if err != nil {
-		return nil, fmt.Errorf("listing escalations: %w", err)
-	}
-	return out, nil
 }

@@ -453,7 +453,7 @@ const escalationColumns = `id, call_id, session_id, kind, server, tool, args, ru
 
 func scanEscalation(row pgx.Row, extra ...any) (Escalation, error) {
 	var e Escalation
-	var args string
+	var args []byte // scanned once: a 4 MiB argument text is not copied again
 	var consumedBy *string
 	dest := append([]any{&e.ID, &e.CallID, &e.SessionID, &e.Kind, &e.Server, &e.Tool, &args, &e.Rule, &e.Reason, &e.Resource,
 		&e.Status, &e.CreatedAt, &e.ExpiresAt, &e.DecidedAt, &e.DecidedBy, &e.DecisionReason, &consumedBy, &e.ConsumedAt}, extra...)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
 )
 
@@ -47,7 +48,9 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("ops API: %s (%d %s)", e.Message, e.Status, e.Code)
 }
 
-func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+// send makes a request and returns the response of a 2xx answer (the
+// caller closes its body); any other answer is returned as an *APIError.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error) {
 	u := *c.base
 	u.Path += path
 	u.RawQuery = query.Encode()
@@ -55,13 +58,13 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("encoding request: %w", err)
+			return nil, fmt.Errorf("encoding request: %w", err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return fmt.Errorf("building request: %w", err)
+		return nil, fmt.Errorf("building request: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+string(c.token))
 	if body != nil {
@@ -69,45 +72,158 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("calling ops API: %w", err)
+		return nil, fmt.Errorf("calling ops API: %w", err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var eb ErrorBody
+	if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
+		return nil, &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	return nil, &APIError{Status: resp.StatusCode, Code: "http", Message: http.StatusText(resp.StatusCode)}
+}
+
+// do makes a request and decodes its JSON answer into out (nil: ignored).
+// One escalation with its whole arguments is the largest answer.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	resp, err := c.send(ctx, method, path, query, body)
 	if err != nil {
-		return fmt.Errorf("reading ops API answer: %w", err)
+		return err
 	}
-	if resp.StatusCode/100 != 2 {
-		var eb ErrorBody
-		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
-			return &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
-		}
-		return &APIError{Status: resp.StatusCode, Code: "http", Message: http.StatusText(resp.StatusCode)}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
 	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("decoding ops API answer: %w", err)
-		}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(out); err != nil {
+		return fmt.Errorf("decoding ops API answer: %w", err)
 	}
 	return nil
 }
 
-// ListEscalations lists escalations (status "" = all).
+// ListEscalations lists escalations (status "" = all), at most f.Limit
+// (0: one page of the server's default size). It collects them: use
+// EachEscalation where they are printed as they come.
 func (c *Client) ListEscalations(ctx context.Context, f escalation.ListFilter) ([]escalation.Escalation, error) {
-	q := url.Values{}
-	if f.Status != "" {
-		q.Set("status", f.Status)
+	var out []escalation.Escalation
+	err := c.EachEscalation(ctx, f, func(e *escalation.Escalation) error {
+		out = append(out, *e)
+		return nil
+	})
+	return out, err
+}
+
+// EachEscalation calls fn with each escalation matching f (status "" =
+// all), decoding each page as it arrives, one escalation at a time, and
+// following "next" tokens until f.Limit escalations were seen or none are
+// left (f.Limit 0: one page of the server's default size). Arguments are
+// in the listing form (escalation.ListArgsBytes): GetEscalation shows them
+// whole. fn may return audit.ErrStop to end early. The *Escalation is
+// reused: copy what you keep.
+func (c *Client) EachEscalation(ctx context.Context, f escalation.ListFilter, fn func(*escalation.Escalation) error) error {
+	seen := 0
+	cursor := f.Cursor.String()
+	for {
+		q := url.Values{}
+		if f.Status != "" {
+			q.Set("status", f.Status)
+		}
+		if f.Session != "" {
+			q.Set("session", f.Session)
+		}
+		if f.Limit > 0 {
+			q.Set("limit", strconv.Itoa(f.Limit-seen))
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		n, next, err := c.escalationPage(ctx, q, fn)
+		seen += n
+		if err != nil {
+			if errors.Is(err, audit.ErrStop) {
+				return nil
+			}
+			return err
+		}
+		if next == "" || n == 0 || f.Limit <= 0 || seen >= f.Limit {
+			return nil
+		}
+		cursor = next
 	}
-	if f.Session != "" {
-		q.Set("session", f.Session)
+}
+
+// escalationPage reads one page of GET /v1/escalations, calling fn with
+// each escalation as it is decoded. It returns how many it saw and the
+// page's next token.
+func (c *Client) escalationPage(ctx context.Context, q url.Values, fn func(*escalation.Escalation) error) (int, string, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/escalations", q, nil)
+	if err != nil {
+		return 0, "", err
 	}
-	if f.Limit > 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	bad := func(err error) error { return fmt.Errorf("decoding ops API answer: %w", err) }
+	if err := expectDelim(dec, '{'); err != nil {
+		return 0, "", bad(err)
 	}
-	var out struct {
-		Escalations []escalation.Escalation `json:"escalations"`
+	var (
+		n      int
+		next   string
+		failed *ErrorDetail
+		e      escalation.Escalation
+	)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return n, "", bad(err)
+		}
+		switch tok {
+		case "escalations":
+			if err := expectDelim(dec, '['); err != nil {
+				return n, "", bad(err)
+			}
+			for dec.More() {
+				e = escalation.Escalation{}
+				if err := dec.Decode(&e); err != nil {
+					return n, "", bad(err)
+				}
+				n++
+				if err := fn(&e); err != nil {
+					return n, "", err
+				}
+			}
+			if err := expectDelim(dec, ']'); err != nil {
+				return n, "", bad(err)
+			}
+		case "next":
+			err = dec.Decode(&next)
+		case "error":
+			err = dec.Decode(&failed)
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return n, "", bad(err)
+		}
 	}
-	err := c.do(ctx, http.MethodGet, "/v1/escalations", q, nil, &out)
-	return out.Escalations, err
+	if failed != nil {
+		return n, "", &APIError{Status: resp.StatusCode, Code: failed.Code, Message: failed.Message}
+	}
+	return n, next, nil
+}
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("want %q, got %v", want, tok)
+	}
+	return nil
 }
 
 // GetEscalation returns one escalation.

@@ -28,7 +28,11 @@ import (
 
 // Escalations is what the API needs from the escalator (*escalation.PG).
 type Escalations interface {
-	List(ctx context.Context, f escalation.ListFilter) ([]escalation.Escalation, error)
+	// ListEach calls fn with each matching escalation, one at a time, its
+	// arguments in the listing form (see escalation.PG.ListEach: fn may
+	// return audit.ErrStop).
+	ListEach(ctx context.Context, f escalation.ListFilter, fn func(*escalation.Escalation) error) error
+	// Get returns one escalation with its canonical arguments whole.
 	Get(ctx context.Context, id string) (escalation.Escalation, error)
 	Decide(ctx context.Context, id string, d escalation.Decision) (escalation.Escalation, error)
 }
@@ -161,15 +165,16 @@ func (a *api) listEscalations(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: "+err.Error())
 		return
 	}
-	list, err := a.deps.Escalations.List(r.Context(), escalation.ListFilter{Status: q.Get("status"), Session: q.Get("session"), Limit: limit})
-	if err != nil {
-		a.fail(w, err)
+	f := escalation.ListFilter{Status: q.Get("status"), Session: q.Get("session"), Limit: limit}
+	if f.Cursor, err = audit.ParseCursor(q.Get("cursor")); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "cursor: "+err.Error())
 		return
 	}
-	if list == nil {
-		list = []escalation.Escalation{}
+	if err := f.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, lastPart(err))
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"escalations": list})
+	a.streamEscalations(w, r, f)
 }
 
 func (a *api) getEscalation(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +183,7 @@ func (a *api) getEscalation(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, e)
+	writeEscalation(w, e)
 }
 
 // DecideRequest is the body of approve and deny.
@@ -208,7 +213,7 @@ func (a *api) decide(approve bool) http.HandlerFunc {
 			return
 		}
 		a.log.Info("escalation decided", "escalation", e.ID, "status", e.Status, "by", operator, "similar", body.Similar)
-		writeJSON(w, http.StatusOK, e)
+		writeEscalation(w, e)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -25,28 +26,49 @@ const (
 )
 
 type fakeEscalations struct {
-	err     error // returned by every call when set
-	mu      sync.Mutex
-	items   map[string]escalation.Escalation
-	decided []escalation.Decision
+	err error // returned by every call when set
+	// listErr, when set, fails ListEach after listErrAfter rows.
+	listErr      error
+	listErrAfter int
+	gotList      escalation.ListFilter
+	mu           sync.Mutex
+	items        map[string]escalation.Escalation
+	decided      []escalation.Decision
 }
 
-func (f *fakeEscalations) List(_ context.Context, lf escalation.ListFilter) ([]escalation.Escalation, error) {
+func (f *fakeEscalations) ListEach(_ context.Context, lf escalation.ListFilter, fn func(*escalation.Escalation) error) error {
 	if f.err != nil {
-		return nil, f.err
+		return f.err
 	}
 	if lf.Status == "weird" {
-		return nil, fmt.Errorf("listing escalations: %w: status %q", escalation.ErrInvalidFilter, lf.Status)
+		return fmt.Errorf("listing escalations: %w: status %q", escalation.ErrInvalidFilter, lf.Status)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.gotList = lf
 	var out []escalation.Escalation
 	for _, e := range f.items {
 		if lf.Status == "" || e.Status == lf.Status {
 			out = append(out, e)
 		}
 	}
-	return out, nil
+	f.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	limit := lf.Limit
+	if limit == 0 {
+		limit = escalation.DefaultListLimit
+	}
+	for i := range out[:min(len(out), limit)] {
+		if f.listErr != nil && i == f.listErrAfter {
+			return f.listErr
+		}
+		if err := fn(&out[i]); err != nil {
+			if errors.Is(err, audit.ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *fakeEscalations) Get(_ context.Context, id string) (escalation.Escalation, error) {

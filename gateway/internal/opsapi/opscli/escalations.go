@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -79,26 +80,7 @@ func escalations(ctx context.Context, args []string, e Env) error {
 		if st == "all" {
 			st = ""
 		}
-		list, err := client.ListEscalations(ctx, escalation.ListFilter{Status: st, Session: *session, Limit: *limit})
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(e.Stdout, list)
-		}
-		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATUS\tAGE\tSESSION\tWHAT\tRESOURCE\tREASON")
-		for _, x := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Status, time.Since(x.CreatedAt).Round(time.Second),
-				x.SessionID, what(x), oneLine(resource(x), 60), oneLine(x.Reason, 50))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if len(list) == 0 {
-			fmt.Fprintln(e.Stdout, "(none)")
-		}
-		return nil
+		return listEscalations(ctx, e.Stdout, client, escalation.ListFilter{Status: st, Session: *session, Limit: *limit}, *asJSON)
 	case "show":
 		x, err := client.GetEscalation(ctx, pos[0])
 		if err != nil {
@@ -112,6 +94,53 @@ func escalations(ctx context.Context, args []string, e Env) error {
 		}
 		return printEscalation(e, x, *asJSON)
 	}
+}
+
+// listEscalations prints the escalations matching f as they arrive from
+// the ops API, one at a time (each page is decoded row by row; tables are
+// flushed every tableFlushRows rows; --json prints one JSON array, written
+// element by element).
+func listEscalations(ctx context.Context, w io.Writer, client *opsapi.Client, f escalation.ListFilter, asJSON bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if !asJSON {
+		fmt.Fprintln(tw, "ID\tSTATUS\tAGE\tSESSION\tWHAT\tRESOURCE\tREASON")
+	}
+	n := 0
+	err := client.EachEscalation(ctx, f, func(x *escalation.Escalation) error {
+		n++
+		if asJSON {
+			b, err := json.MarshalIndent(x, "  ", "  ")
+			if err != nil {
+				return err
+			}
+			sep := ",\n  "
+			if n == 1 {
+				sep = "[\n  "
+			}
+			_, err = fmt.Fprintf(w, "%s%s", sep, b)
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Status, time.Since(x.CreatedAt).Round(time.Second),
+			x.SessionID, what(*x), oneLine(resource(*x), 60), oneLine(x.Reason, 50))
+		if n%tableFlushRows == 0 {
+			return tw.Flush()
+		}
+		return nil
+	})
+	switch {
+	case asJSON && n == 0:
+		_, _ = fmt.Fprintln(w, "[]")
+	case asJSON:
+		_, _ = fmt.Fprintln(w, "\n]")
+	default:
+		if ferr := tw.Flush(); err == nil {
+			err = ferr
+		}
+		if n == 0 && err == nil {
+			fmt.Fprintln(w, "(none)")
+		}
+	}
+	return err
 }
 
 func what(x escalation.Escalation) string {

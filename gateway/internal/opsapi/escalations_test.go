@@ -1,0 +1,177 @@
+package opsapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/escalation"
+)
+
+func fakeEscalationItems(n, argBytes int) map[string]escalation.Escalation {
+	out := make(map[string]escalation.Escalation, n)
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range n {
+		id := fmt.Sprintf("e%03d", i)
+		out[id] = escalation.Escalation{ID: id, CallID: "c" + id, SessionID: "s1", Kind: escalation.KindToolCall,
+			Server: "filesystem", Tool: "write_file", Status: escalation.StatusPending, CreatedAt: base.Add(time.Duration(i) * time.Second),
+			Args: json.RawMessage(`{"content":"` + strings.Repeat("x", argBytes) + `"}`)}
+	}
+	return out
+}
+
+// TestEscalationsBoundedInBytes: GET /v1/escalations is written row by row
+// and stops before MaxResponseBytes with a next token; the row limit also
+// yields one; bad parameters are refused naming them; a failure before the
+// first row has its status, one after rows were sent is in the body.
+func TestEscalationsBoundedInBytes(t *testing.T) {
+	tests := []struct {
+		name       string
+		items      map[string]escalation.Escalation
+		query      string
+		err        error // every call fails
+		listErr    error
+		errAfter   int
+		wantStatus int
+		wantRows   int
+		wantNext   string // escalation id the next token continues after ("" none)
+		wantErr    string // error code inside a 200 body
+	}{
+		{name: "small page complete", items: fakeEscalationItems(3, 10), wantStatus: 200, wantRows: 3},
+		{name: "byte bound ends the page", items: fakeEscalationItems(200, 60<<10), query: "?limit=1000", wantStatus: 200,
+			wantRows: MaxResponseBytes / (60 << 10), wantNext: fmt.Sprintf("e%03d", MaxResponseBytes/(60<<10)-1)},
+		{name: "row limit gives next", items: fakeEscalationItems(10, 10), query: "?limit=4", wantStatus: 200, wantRows: 4, wantNext: "e003"},
+		{name: "bad cursor", items: fakeEscalationItems(1, 10), query: "?cursor=bm90LWEtdG9rZW4", wantStatus: 400},
+		{name: "bad status", items: fakeEscalationItems(1, 10), query: "?status=weird", wantStatus: 400},
+		{name: "bad limit", items: fakeEscalationItems(1, 10), query: "?limit=-1", wantStatus: 400},
+		{name: "down before the first row", items: fakeEscalationItems(3, 10), err: &pgconn.ConnectError{}, wantStatus: 503},
+		{name: "down part way", items: fakeEscalationItems(3, 10), listErr: &pgconn.PgError{Code: "57P01"}, errAfter: 2, wantStatus: 200, wantRows: 2, wantErr: CodeNotReady},
+		{name: "other failure part way", items: fakeEscalationItems(3, 10), listErr: errors.New("boom"), errAfter: 1, wantStatus: 200, wantRows: 1, wantErr: CodeInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, esc, _ := newTestAPI(t)
+			esc.items, esc.err, esc.listErr, esc.listErrAfter = tt.items, tt.err, tt.listErr, tt.errAfter
+			rec := serve(t, h, http.MethodGet, "/v1/escalations"+tt.query)
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("status = %d, want %d: %.200s", rec.Code, tt.wantStatus, rec.Body)
+			}
+			if rec.Code != 200 {
+				return
+			}
+			if rec.Body.Len() > MaxResponseBytes {
+				t.Fatalf("body %d bytes > %d", rec.Body.Len(), MaxResponseBytes)
+			}
+			var page EscalationPage
+			if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
+				t.Fatalf("body is not one JSON object: %v", err)
+			}
+			if len(page.Escalations) != tt.wantRows {
+				t.Fatalf("rows = %d, want %d", len(page.Escalations), tt.wantRows)
+			}
+			if (tt.wantNext == "") != (page.Next == "") {
+				t.Fatalf("next = %q, want one after %q", page.Next, tt.wantNext)
+			}
+			if tt.wantNext != "" {
+				c, err := audit.ParseCursor(page.Next)
+				last := page.Escalations[len(page.Escalations)-1]
+				if err != nil || c.CallID != tt.wantNext || !c.Time.Equal(last.CreatedAt) {
+					t.Fatalf("next = %+v, %v; want after %s", c, err, tt.wantNext)
+				}
+				// The token goes back as ?cursor= and reaches the listing.
+				rec2 := serve(t, h, http.MethodGet, "/v1/escalations?cursor="+page.Next)
+				if rec2.Code != 200 || esc.gotList.Cursor != c {
+					t.Fatalf("cursor not passed on: %d, %+v", rec2.Code, esc.gotList.Cursor)
+				}
+			}
+			if page.Error != nil {
+				if page.Error.Code != tt.wantErr {
+					t.Fatalf("error = %q, want %q", page.Error.Code, tt.wantErr)
+				}
+			} else if tt.wantErr != "" {
+				t.Fatalf("no error in the body, want %q", tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestWriteEscalation: one escalation is answered with its canonical
+// arguments byte for byte (no HTML escaping, no re-encoding), the other
+// fields as json.Marshal writes them.
+func TestWriteEscalation(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name     string
+		e        escalation.Escalation
+		wantArgs string
+	}{
+		{name: "canonical arguments verbatim", e: escalation.Escalation{ID: "e1", Kind: "tool_call", Server: "filesystem", Tool: "write_file",
+			Args: json.RawMessage(`{"content":"<b>&</b>","path":"/w/a"}`), Rule: "r", Status: "pending", CreatedAt: now, ExpiresAt: now},
+			wantArgs: `{"content":"<b>&</b>","path":"/w/a"}`},
+		{name: "agent text that looks like the field", e: escalation.Escalation{ID: `,"args":null,`, SessionID: `x","args":null,"y`, Kind: "egress",
+			Args: json.RawMessage(`{"url":"https://example.com/,\"args\":null,"}`), Status: "pending"},
+			wantArgs: `{"url":"https://example.com/,\"args\":null,"}`},
+		{name: "no arguments", e: escalation.Escalation{ID: "e2", Kind: "egress", Status: "denied"}, wantArgs: `null`},
+		{name: "not JSON: shown as text", e: escalation.Escalation{ID: "e3", Kind: "tool_call", Args: json.RawMessage(`{"a":`), Status: "pending"},
+			wantArgs: `"{\"a\":"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			writeEscalation(rec, tt.e)
+			if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/json" {
+				t.Fatalf("%d %q", rec.Code, rec.Header().Get("Content-Type"))
+			}
+			var raw struct {
+				Args json.RawMessage `json:"args"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
+				t.Fatalf("%s: %v", rec.Body, err)
+			}
+			if string(raw.Args) != tt.wantArgs {
+				t.Fatalf("args = %s, want %s", raw.Args, tt.wantArgs)
+			}
+			var got escalation.Escalation
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			want := tt.e
+			want.Args, got.Args = nil, nil
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %+v\nwant %+v", got, want)
+			}
+			if !bytes.HasSuffix(rec.Body.Bytes(), []byte("}\n")) {
+				t.Fatalf("body %q", rec.Body)
+			}
+		})
+	}
+}
+
+// BenchmarkEscalationsStream: one full page of small escalations through
+// the streaming encoder.
+func BenchmarkEscalationsStream(b *testing.B) {
+	ops, _ := NewOperators(map[string]OperatorToken{"alice": opToken})
+	esc := &fakeEscalations{items: fakeEscalationItems(1000, 200)}
+	h := New(Deps{Operators: ops, Escalations: esc, Data: &fakeData{}})
+	req := httptest.NewRequest(http.MethodGet, "/v1/escalations?limit=1000", nil)
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatal(rec.Code)
+		}
+		b.SetBytes(int64(rec.Body.Len()))
+	}
+}
