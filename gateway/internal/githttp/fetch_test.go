@@ -3,6 +3,8 @@ package githttp
 import (
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +89,45 @@ func TestFetchRefusedAndEscalated(t *testing.T) {
 	esc.answer <- escalation.Result{Approved: true, Status: "approved"}
 	if err := <-done; err != nil {
 		t.Fatalf("approved clone failed: %v", err)
+	}
+}
+
+// TestPlainClientConfiguration: the client configuration docs/git-http.md
+// gives (insteadOf and a credential helper answering the agent token for
+// the gateway only) makes plain https://github.com/ URLs go through the door.
+func TestPlainClientConfiguration(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	gateway := e.door.URL
+	cfg := t.TempDir() + "/gitconfig"
+	gitc := func(dir string, args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.home, "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_CONFIG_GLOBAL=" + cfg, "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "IRONCURTAIN_AGENT_TOKEN=" + agentToken}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for _, args := range [][]string{
+		{"config", "--global", "url." + gateway + "/git/github.com/.insteadOf", "https://github.com/"},
+		{"config", "--global", "credential." + gateway + ".helper", `!f() { test "$1" = get && printf "username=agent\npassword=%s\n" "$IRONCURTAIN_AGENT_TOKEN"; }; f`},
+		{"config", "--global", "user.name", "Agent"},
+		{"config", "--global", "user.email", "agent@example.invalid"},
+	} {
+		if out, err := gitc("", args...); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	work := t.TempDir() + "/app"
+	if out, err := gitc("", "clone", "-q", "https://github.com/acme/app", work); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	writeFile(t, work+"/n.txt", "n\n")
+	for _, args := range [][]string{{"switch", "-q", "-c", "feature"}, {"add", "n.txt"}, {"commit", "-q", "-m", "n"}, {"push", "-q", "origin", "feature"}} {
+		if out, err := gitc(work, args...); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if e.upstreamRef(t, "refs/heads/feature") == "" {
+		t.Fatal("the push did not land")
 	}
 }
