@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -368,5 +369,50 @@ func TestUpstreamMovedAfterTheAdvertisement(t *testing.T) {
 	}
 	if got := e.upstreamRef(t, "refs/heads/feature"); got != moved {
 		t.Fatalf("the upstream's feature was overwritten: %s, want %s", got, moved)
+	}
+}
+
+// TestAgentWrittenRepositoryRunsNothing: what the agent's repository holds
+// (its config, hooks, attributes, .gitmodules) runs nothing in the gateway:
+// a .gitmodules with an "update = !command" is refused by fsck in the
+// quarantine, and a filter named by .gitattributes and defined in the
+// agent's config never runs on the gateway's side.
+func TestAgentWrittenRepositoryRunsNothing(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	work := e.clone(t)
+	marker := filepath.Join(t.TempDir(), "MARKER")
+	// Hooks and config in the agent's repository.
+	writeFile(t, filepath.Join(work, ".git", "hooks", "pre-push"), "#!/bin/sh\n:\n")
+	e.mustGit(t, work, "config", "filter.evil.clean", "touch "+marker+"-clean; cat")
+	e.mustGit(t, work, "config", "filter.evil.smudge", "touch "+marker+"-smudge; cat")
+	e.mustGit(t, work, "config", "core.fsmonitor", "touch "+marker+"-fsmonitor; false")
+	e.mustGit(t, work, "switch", "-q", "-c", "attrs")
+	writeFile(t, filepath.Join(work, ".gitattributes"), "* filter=evil\n")
+	e.mustGit(t, work, "add", ".gitattributes")
+	e.mustGit(t, work, "commit", "-q", "-m", "attributes")
+	_ = os.Remove(marker + "-clean") // the client's own add ran its filter; that is the client's business
+	_ = os.Remove(marker + "-fsmonitor")
+	e.mustGit(t, work, "push", "-q", "origin", "attrs")
+	if e.upstreamRef(t, "refs/heads/attrs") == "" {
+		t.Fatal("the push did not land")
+	}
+
+	e.mustGit(t, work, "switch", "-q", "-c", "submodule", "origin/main")
+	writeFile(t, filepath.Join(work, ".gitmodules"), "[submodule \"x\"]\n\tpath = x\n\turl = https://github.com/acme/x\n\tupdate = !touch "+marker+"-update\n")
+	e.mustGit(t, work, "add", ".gitmodules")
+	e.mustGit(t, work, "commit", "-q", "-m", "submodule")
+	out, err := e.git(work, "push", "origin", "submodule")
+	if err == nil || !strings.Contains(out, "fsck") {
+		t.Fatalf("a .gitmodules with update=!command was accepted: %v\n%s", err, out)
+	}
+	if e.upstreamRef(t, "refs/heads/submodule") != "" {
+		t.Fatal("the upstream has the submodule branch")
+	}
+	// A fresh clone through the door checks out nothing that runs in the gateway.
+	e.clone(t)
+	for _, suffix := range []string{"-update", "-smudge"} {
+		if _, err := os.Stat(marker + suffix); err == nil {
+			t.Fatalf("%s ran", suffix)
+		}
 	}
 }
