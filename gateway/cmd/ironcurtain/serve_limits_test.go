@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,38 +77,63 @@ func TestServeIdleConnectionsDoNotStarveRealWork(t *testing.T) {
 		t.Logf("%s %v", want, v)
 	}
 
-	start := time.Now()
-	r := <-callAsync(agent, "filesystem__read_file", map[string]any{"path": filepath.Join(sandbox, "a.txt")})
-	took := time.Since(start)
-	if r.err != nil || r.isError || !strings.Contains(r.text, "note") {
-		t.Fatalf("read during the flood: %+v", r)
+	// Each figure is the median of several tries, so that one scheduling
+	// hiccup on a loaded test machine does not decide it; the flood stays up
+	// the whole time.
+	var reads []time.Duration
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		r := <-callAsync(agent, "filesystem__read_file", map[string]any{"path": filepath.Join(sandbox, "a.txt")})
+		reads = append(reads, time.Since(start))
+		if r.err != nil || r.isError || !strings.Contains(r.text, "note") {
+			t.Fatalf("read during the flood: %+v", r)
+		}
 	}
-	t.Logf("allowed call with 2,000 idle connections on each listener: %v", took)
+	took := median(reads)
+	t.Logf("allowed call with 2,000 idle connections on each listener: median %v of %v", took, reads)
 	if took > 100*time.Millisecond {
-		t.Errorf("allowed call took %v, want < 100ms", took)
+		t.Errorf("allowed call took %v (median), want < 100ms", took)
 	}
 
-	// A brand-new agent connection too (it has to win a place from the idle ones).
-	fresh := connectAgent(t, g.api)
-	waiting := callAsync(fresh, "filesystem__move_file", map[string]any{
-		"source": filepath.Join(sandbox, "a.txt"), "destination": filepath.Join(sandbox, "b.txt")})
-	id := pendingEscalation(t, db)
-	openIdle(t, g.ops, 500) // and more idle operators' connections just before the approval
-	start = time.Now()
-	opsDecide(t, g.ops, id, "approve")
-	took = time.Since(start)
-	t.Logf("approval with idle connections on the ops listener: %v", took)
-	if took > 100*time.Millisecond {
-		t.Errorf("approval took %v, want < 100ms", took)
-	}
-	select {
-	case r := <-waiting:
-		if r.err != nil || r.isError {
-			t.Fatalf("approved call: %+v", r)
+	// Approvals: each call comes from a brand-new agent connection (it has to
+	// win a place from the idle ones) and is approved through an ops listener
+	// with yet more idle connections.
+	var approvals []time.Duration
+	var seen []string
+	for i := 0; i < 3; i++ {
+		src := filepath.Join(sandbox, fmt.Sprintf("m%d.txt", i))
+		if err := os.WriteFile(src, []byte("move me\n"), 0o644); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the approved call did not finish")
+		fresh := connectAgent(t, g.api)
+		waiting := callAsync(fresh, "filesystem__move_file", map[string]any{
+			"source": src, "destination": filepath.Join(sandbox, fmt.Sprintf("moved%d.txt", i))})
+		id := pendingEscalation(t, db, seen...)
+		seen = append(seen, id)
+		openIdle(t, g.ops, 200) // and more idle operators' connections just before the approval
+		start := time.Now()
+		opsDecide(t, g.ops, id, "approve")
+		approvals = append(approvals, time.Since(start))
+		select {
+		case r := <-waiting:
+			if r.err != nil || r.isError {
+				t.Fatalf("approved call: %+v", r)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the approved call did not finish")
+		}
 	}
+	took = median(approvals)
+	t.Logf("approval with idle connections on the ops listener: median %v of %v", took, approvals)
+	if took > 100*time.Millisecond {
+		t.Errorf("approval took %v (median), want < 100ms", took)
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // processUsage returns this process's resident set size in bytes and its
