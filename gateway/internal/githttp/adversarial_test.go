@@ -298,7 +298,7 @@ func TestAuthAndAllowlist(t *testing.T) {
 			}
 		})
 	}
-	if d := e.sink.last(t); d.Decision != "deny" || !strings.Contains(d.Reason, "evil.example") || d.Tool != "fetch" {
+	if d := e.sink.last(t); d.Decision != "deny" || d.Rule != RuleHostNotServed || !strings.Contains(d.Reason, "evil.example") || d.Tool != "fetch" {
 		t.Fatalf("record %+v", d)
 	}
 	// Bearer works as well as Basic.

@@ -58,6 +58,10 @@ import (
 // Prefix is the path the door is mounted under.
 const Prefix = "/git/"
 
+// RuleHostNotServed is the rule of a refusal of an upstream outside
+// servers.git.allowed_domains (the door serves nothing else).
+const RuleHostNotServed = "structural-git-http-host"
+
 // Tools the door's actions count as in the pipeline.
 const (
 	ToolPush  = "git__push"
@@ -242,7 +246,7 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, sess session.S
 		tool = ToolPush
 	}
 	res := h.d.Hub.Door(r.Context(), mcphub.DoorCall{Session: sess, Tool: tool,
-		Refused: &policy.Decision{Status: policy.Deny, Rule: policy.RuleDomainEscalate, Reason: reason},
+		Refused: &policy.Decision{Status: policy.Deny, Rule: RuleHostNotServed, Reason: reason},
 		Record:  map[string]any{"remote": rp.url, "door": "git-http", "service": service}})
 	msg := fmt.Sprintf("IronCurtain refused %s: %s (call %s)", rp.url, reason, res.CallID)
 	if refs {
