@@ -2,6 +2,7 @@ package opsapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,4 +176,104 @@ func BenchmarkEscalationsStream(b *testing.B) {
 		}
 		b.SetBytes(int64(rec.Body.Len()))
 	}
+}
+
+// FuzzWriteEscalation: whatever text the agent put in an escalation's
+// fields and arguments, the answer is one JSON object whose fields decode
+// to what was stored, and whose arguments are the stored bytes when they
+// are JSON (the splice cannot be moved by agent text).
+func FuzzWriteEscalation(f *testing.F) {
+	f.Add("e1", "s1", "git", "push", `{"path":"/w/a"}`, "r")
+	f.Add(`,"args":null,`, `x","args":null,"y`, "", "", `{"u":",\"args\":null,"}`, `"args":null`)
+	f.Add("e2", "", "", "", `[1,2]`, "")
+	f.Add("e3", "\xff", "\u2028", "<>&", `{"a":`, "\x00")
+	f.Fuzz(func(t *testing.T, id, session, server, tool, args, reason string) {
+		e := escalation.Escalation{ID: id, SessionID: session, Kind: "tool_call", Server: server, Tool: tool,
+			Args: json.RawMessage(args), Reason: reason, Status: "pending"}
+		rec := httptest.NewRecorder()
+		writeEscalation(rec, e)
+		body := rec.Body.Bytes()
+		if !json.Valid(body) {
+			t.Fatalf("answer is not JSON: %q", body)
+		}
+		var got escalation.Escalation
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(escalation.Escalation{ID: id, SessionID: session, Kind: "tool_call", Server: server, Tool: tool, Reason: reason, Status: "pending"})
+		var w escalation.Escalation
+		_ = json.Unmarshal(want, &w)
+		gotArgs := got.Args
+		got.Args, w.Args = nil, nil
+		if !reflect.DeepEqual(got, w) {
+			t.Fatalf("fields %+v, want %+v", got, w)
+		}
+		switch {
+		case args == "":
+			if string(gotArgs) != "null" {
+				t.Fatalf("empty arguments answered as %s", gotArgs)
+			}
+		case json.Valid([]byte(args)):
+			var raw struct {
+				Args json.RawMessage `json:"args"`
+			}
+			_ = json.Unmarshal(body, &raw)
+			if !bytes.Equal(raw.Args, []byte(args)) && !bytes.Equal(raw.Args, bytes.TrimSpace([]byte(args))) {
+				t.Fatalf("arguments %q answered as %q", args, raw.Args)
+			}
+		default:
+			var s string
+			if err := json.Unmarshal(gotArgs, &s); err != nil {
+				t.Fatalf("invalid arguments answered as %s, not as text", gotArgs)
+			}
+		}
+	})
+}
+
+// FuzzEscalationPage: the client's streaming decoder of a listing page
+// never panics or loops on what a server sends, and reads every row of a
+// well-formed page.
+func FuzzEscalationPage(f *testing.F) {
+	good, _ := json.Marshal(EscalationPage{Escalations: []escalation.Escalation{{ID: "e1", Status: "pending"}, {ID: "e2"}}, Next: "x"})
+	f.Add(good)
+	whole, _ := json.Marshal(EscalationPage{Escalations: []escalation.Escalation{{ID: "e1"}, {ID: "e2"}, {ID: "e3"}}})
+	f.Add(whole)
+	f.Add([]byte(`{"escalations":[{"id":"a"}],"error":{"code":"not_ready","message":"m"}}`))
+	f.Add([]byte(`{"escalations":[{"id":"a"},`))
+	f.Add([]byte(`{"other":{"escalations":[1]},"escalations":null}`))
+	f.Add([]byte(`[]`))
+	var (
+		mu   sync.Mutex
+		body []byte
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL, opToken)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		mu.Lock()
+		body = b
+		mu.Unlock()
+		var ids []string
+		err := c.EachEscalation(context.Background(), escalation.ListFilter{Limit: 5}, func(e *escalation.Escalation) error {
+			ids = append(ids, e.ID)
+			return nil
+		})
+		var page EscalationPage
+		if json.Unmarshal(b, &page) != nil || page.Next != "" || page.Error != nil {
+			return
+		}
+		if again, _ := json.Marshal(page); !bytes.Equal(again, b) {
+			return // not a page as the API writes it (repeated keys, ...)
+		}
+		if err != nil || len(ids) != min(len(page.Escalations), 5) && len(ids) != len(page.Escalations) {
+			t.Fatalf("read %d rows of a page of %d: %v", len(ids), len(page.Escalations), err)
+		}
+	})
 }
