@@ -176,7 +176,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	apiMux.Handle("/mcp", hub.Handler())
 	apiMux.Handle("/mcp/", hub.Handler())
 	apiMux.Handle("/llm/", relay.Handler())
-	door, err := gitDoor(cfg, eng, hub, srvs, auth, log)
+	door, err := gitDoor(cfg, eng, hub, srvs, auth, st.sink, log)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/githttp"
 	"ironcurtain.dev/gateway/internal/mcphub"
@@ -17,7 +18,7 @@ import (
 // gitDoor builds the git smart HTTP door (/git/ on the agent port) over the
 // hub's pipeline and the git server's mirrors; nil when git.http.disabled is
 // set or no git server is built.
-func gitDoor(cfg *config.Config, eng *policy.Engine, hub *mcphub.Hub, srvs []servers.Server, auth session.Authenticator, log *slog.Logger) (http.Handler, error) {
+func gitDoor(cfg *config.Config, eng *policy.Engine, hub *mcphub.Hub, srvs []servers.Server, auth session.Authenticator, sink audit.Sink, log *slog.Logger) (http.Handler, error) {
 	if cfg.Git.HTTP.Disabled {
 		return nil, nil
 	}
@@ -35,7 +36,7 @@ func gitDoor(cfg *config.Config, eng *policy.Engine, hub *mcphub.Hub, srvs []ser
 		MaxObjects:   cfg.Git.HTTP.MaxObjects,
 		MaxRefs:      cfg.Git.HTTP.MaxRefs,
 		Timeout:      cfg.Git.HTTP.Timeout,
-	}, githttp.Deps{Hub: hub, Auth: auth, Mirrors: gsrv, Allow: eng, Logger: log.With("component", "githttp")})
+	}, githttp.Deps{Hub: hub, Auth: auth, Mirrors: gsrv, Allow: eng, Audit: sink, Logger: log.With("component", "githttp")})
 	if err != nil {
 		return nil, fmt.Errorf("building the git HTTP door: %w", err)
 	}

@@ -44,7 +44,7 @@ func TestGitDoorBudget(t *testing.T) {
 func TestGitDoorDisabled(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.Git.HTTP.Disabled = true
-	h, err := gitDoor(cfg, nil, nil, nil, nil, nil)
+	h, err := gitDoor(cfg, nil, nil, nil, nil, nil, nil)
 	if err != nil || h != nil {
 		t.Fatalf("gitDoor = %v, %v", h, err)
 	}

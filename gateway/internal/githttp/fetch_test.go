@@ -24,6 +24,9 @@ func TestCloneAndFetchFromTheMirror(t *testing.T) {
 	if d.Tool != "fetch" || d.Decision != "allow" || !strings.Contains(string(d.Args), "https://github.com/acme/app.git") {
 		t.Fatalf("clone record %+v %s", d, d.Args)
 	}
+	if eg := e.sink.egressOf(d.CallID); len(eg) != 1 || eg[0].Method != "fetch" || eg[0].Kind != "git" {
+		t.Fatalf("egress rows of the clone: %+v", eg)
+	}
 	// Someone else pushes upstream.
 	other := t.TempDir()
 	run(t, "", "clone", "-q", e.bareD, other)

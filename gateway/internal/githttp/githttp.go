@@ -45,11 +45,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/mcphub"
+	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
@@ -124,13 +130,16 @@ type Allowlist interface {
 	GitDoorAllowed(url string) (policy.GitRemote, bool)
 }
 
-// Deps are the door's collaborators (all required but Logger).
+// Deps are the door's collaborators (all required but Audit and Logger).
 type Deps struct {
 	Hub     Hub
 	Auth    session.Authenticator
 	Mirrors Mirrors
 	Allow   Allowlist
-	Logger  *slog.Logger
+	// Audit receives an egress row for each upstream fetch and push a
+	// door call makes, carrying the call's id (nil: none).
+	Audit  audit.Sink
+	Logger *slog.Logger
 }
 
 // Handler serves the door.
@@ -403,4 +412,29 @@ func (h *Handler) stale(url string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.last, url)
+}
+
+// egress records the door's own traffic with the upstream for a call (an
+// egress row carrying the call's id, like the fetch tool's).
+func (h *Handler) egress(ctx context.Context, rp repo, method string, start time.Time, bytesUp int64, err error) {
+	if h.d.Audit == nil {
+		return
+	}
+	info, _ := servers.CallInfoFrom(ctx)
+	host, port := rp.host, 443
+	if hp, ps, ok := strings.Cut(rp.host, ":"); ok {
+		host = hp
+		if n, perr := strconv.Atoi(ps); perr == nil {
+			port = n
+		}
+	}
+	ev := &audit.EgressEvent{ID: uuid.NewString(), SessionID: info.SessionID, ToolCallID: info.CallID, Time: start,
+		Kind: "git", Method: method, Host: host, Port: port, Decision: "allow",
+		Reason: "git " + method + " of " + rp.url + " by the git HTTP door", BytesUp: bytesUp, Duration: h.now().Sub(start)}
+	if err != nil {
+		ev.Error = gitwire.Sanitize(err.Error())
+	}
+	if rerr := h.d.Audit.Record(context.WithoutCancel(ctx), ev); rerr != nil {
+		h.log.Warn("git HTTP door: recording the upstream traffic failed", "repo", rp.url, "err", rerr)
+	}
 }

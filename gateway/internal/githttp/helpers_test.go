@@ -286,7 +286,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	cfg := o.cfg
 	cfg.UnsafeUpstreams = map[string]string{"github.com": up.srv.URL}
-	d, err := New(cfg, Deps{Hub: hub, Auth: tokenAuth{}, Mirrors: gs, Allow: eng,
+	d, err := New(cfg, Deps{Hub: hub, Auth: tokenAuth{}, Mirrors: gs, Allow: eng, Audit: e.sink,
 		Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -406,4 +406,17 @@ func baseEngine(t testing.TB, sandbox string) *policy.Engine {
 		t.Fatal(err)
 	}
 	return eng
+}
+
+// egressOf returns the egress rows of a call.
+func (s *memSink) egressOf(callID string) []*audit.EgressEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*audit.EgressEvent
+	for _, e := range s.events {
+		if g, ok := e.(*audit.EgressEvent); ok && g.ToolCallID == callID {
+			out = append(out, g)
+		}
+	}
+	return out
 }

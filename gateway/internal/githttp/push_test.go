@@ -36,6 +36,10 @@ func TestPushNewBranchLandsUpstream(t *testing.T) {
 	if o := e.sink.outcome(d.CallID); o == nil || o.Status != "ok" {
 		t.Fatalf("outcome %+v", o)
 	}
+	if eg := e.sink.egressOf(d.CallID); len(eg) != 1 || eg[0].Kind != "git" || eg[0].Method != "push" || eg[0].Host != "github.com" ||
+		eg[0].SessionID != "s1" || eg[0].BytesUp == 0 || eg[0].Error != "" {
+		t.Fatalf("egress rows of the push: %+v", eg)
+	}
 
 	// A fast-forward of the same branch is allowed too.
 	head2 := e.commit(t, work, "f.txt", "more\n")

@@ -62,6 +62,21 @@ func (q *quarantine) migrate() error {
 
 func (q *quarantine) remove() { _ = os.RemoveAll(q.dir) }
 
+// size is the bytes of the quarantine's packs (0 for none).
+func (q *quarantine) size() int64 {
+	if q == nil {
+		return 0
+	}
+	var n int64
+	ents, _ := os.ReadDir(filepath.Join(q.dir, "pack"))
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".pack") {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
 // packError is a refusal of the pack, safe to show the client.
 type packError struct{ reason string }
 

@@ -248,6 +248,7 @@ func (p *pushState) pushUpstream(ctx context.Context, reports chan<- []gitwire.R
 	start := p.h.now()
 	report, err := p.m.Push(ctx, specs, p.req.Capabilities.Atomic, p.q.path())
 	p.h.stale(p.rp.transport) // the upstream moved: the next push refreshes
+	p.h.egress(ctx, p.rp, "push", start, p.q.size(), err)
 	p.h.log.Debug("git HTTP door: pushed upstream", "repo", p.rp.url, "took", p.h.now().Sub(start), "err", err)
 	refs := parsePorcelain(report, p.req.Commands)
 	reports <- refs

@@ -28,7 +28,10 @@ func (h *Handler) uploadPackRefs(w http.ResponseWriter, r *http.Request, sess se
 			if err != nil {
 				return servers.Result{}, err
 			}
-			if err := m.Refresh(ctx); err != nil {
+			start := h.now()
+			err = m.Refresh(ctx)
+			h.egress(ctx, rp, "fetch", start, 0, err)
+			if err != nil {
 				return servers.Result{}, err
 			}
 			return servers.Text("mirror refreshed from " + rp.url), nil
