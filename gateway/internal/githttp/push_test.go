@@ -1,6 +1,8 @@
 package githttp
 
 import (
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -121,5 +123,23 @@ func TestPushRefusals(t *testing.T) {
 func (s *memSink) dump(t testing.TB) {
 	for _, d := range s.decisions() {
 		t.Logf("%s %s %s: %s", d.Tool, d.Decision, d.Rule, d.Reason)
+	}
+}
+
+// TestPushToAnEmptyUpstream: an upstream with no refs yet is advertised as
+// empty and a new branch lands.
+func TestPushToAnEmptyUpstream(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	empty := filepath.Join(e.up.root, "acme", "empty.git")
+	run(t, "", "init", "-q", "--bare", empty)
+	run(t, empty, "config", "http.receivepack", "true")
+	work := t.TempDir()
+	e.mustGit(t, work, "init", "-q", "-b", "feature")
+	head := e.commit(t, work, "a.txt", "a\n")
+	url := strings.Replace(e.url, "/acme/app.git", "/acme/empty.git", 1)
+	e.mustGit(t, work, "push", "-q", url, "feature")
+	out, err := exec.Command("git", "--git-dir", empty, "rev-parse", "refs/heads/feature").Output()
+	if err != nil || strings.TrimSpace(string(out)) != head {
+		t.Fatalf("feature %q %v, want %s", out, err, head)
 	}
 }
