@@ -14,7 +14,7 @@ import (
 	"ironcurtain.dev/gateway/internal/opsapi"
 )
 
-const escalationsUsage = `usage: ironcurtain escalations list [--status pending|approved|denied|expired|all] [--session S] [--json]
+const escalationsUsage = `usage: ironcurtain escalations list [--status pending|approved|denied|expired|all] [--session S] [--limit N] [--json]
        ironcurtain escalations show ID [--json]
        ironcurtain escalations approve ID [--reason TEXT] [--similar directory|domain|exact] [--json]
        ironcurtain escalations deny ID [--reason TEXT] [--json]
