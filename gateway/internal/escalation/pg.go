@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -451,6 +452,12 @@ func (e Escalation) result() Result {
 const escalationColumns = `id, call_id, session_id, kind, server, tool, args, rule, reason, resource, status,
        created_at, expires_at, decided_at, decided_by, decision_reason, consumed_by_call_id, consumed_at`
 
+// stateColumns are escalationColumns without the arguments (NULL in their
+// place): what a waiting call reads on every poll and wake. A wake of many
+// waiters at once (a listener reconnect) then reads no 4 MiB argument
+// texts; the arguments are read only to list, show or decide.
+var stateColumns = strings.Replace(escalationColumns, "args,", "NULL::text AS args,", 1)
+
 func scanEscalation(row pgx.Row, extra ...any) (Escalation, error) {
 	var e Escalation
 	var args []byte // scanned once: a 4 MiB argument text is not copied again
@@ -466,7 +473,7 @@ func scanEscalation(row pgx.Row, extra ...any) (Escalation, error) {
 }
 
 func (p *PG) getByCallID(ctx context.Context, callID string) (Escalation, error) {
-	e, err := scanEscalation(p.pool.QueryRow(ctx, `SELECT `+escalationColumns+` FROM escalations WHERE call_id = $1`, callID))
+	e, err := scanEscalation(p.pool.QueryRow(ctx, `SELECT `+stateColumns+` FROM escalations WHERE call_id = $1`, callID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, ErrNotFound
 	}
@@ -477,7 +484,7 @@ func (p *PG) getByCallID(ctx context.Context, callID string) (Escalation, error)
 // expires, by the database's clock (replicas' clocks may differ).
 func (p *PG) getWithRemaining(ctx context.Context, id string) (Escalation, time.Duration, error) {
 	var secs float64
-	e, err := scanEscalation(p.pool.QueryRow(ctx, `SELECT `+escalationColumns+`, extract(epoch FROM expires_at - now())::float8
+	e, err := scanEscalation(p.pool.QueryRow(ctx, `SELECT `+stateColumns+`, extract(epoch FROM expires_at - now())::float8
 FROM escalations WHERE id = $1`, id), &secs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, 0, ErrNotFound

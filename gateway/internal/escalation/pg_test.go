@@ -507,3 +507,41 @@ func BenchmarkApproveToResume(b *testing.B) {
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "resume-ms")
 	b.ReportMetric(float64(worst.Microseconds())/1000, "worst-ms")
 }
+
+// TestWaiterReadsNoArguments: what a waiting call reads on every poll and
+// wake carries the escalation's state, not its arguments (a wake of many
+// waiters with 4 MiB arguments each must not read them all at once); Get
+// still returns them whole.
+func TestWaiterReadsNoArguments(t *testing.T) {
+	db := pgtest.New(t, pgtest.Migrated())
+	p := newTestPG(t, db, Config{Timeout: time.Minute})
+	ctx := testCtx(t)
+	r := req("call-args")
+	r.Args = json.RawMessage(`{"path":"/w/src/a.txt","content":"` + strings.Repeat("x", 1<<20) + `"}`)
+	id, ch := escalateAsync(t, p, ctx, r)
+	for name, read := range map[string]func() (Escalation, error){
+		"by call id": func() (Escalation, error) { return p.getByCallID(ctx, r.CallID) },
+		"with remaining": func() (Escalation, error) {
+			e, _, err := p.getWithRemaining(ctx, id)
+			return e, err
+		},
+	} {
+		e, err := read()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if e.ID != id || e.Status != StatusPending || e.Args != nil {
+			t.Fatalf("%s: id %q status %q, %d bytes of arguments", name, e.ID, e.Status, len(e.Args))
+		}
+	}
+	full, err := p.Get(ctx, id)
+	if err != nil || len(full.Args) < 1<<20 {
+		t.Fatalf("Get: %d bytes of arguments, %v", len(full.Args), err)
+	}
+	if _, err := p.Decide(ctx, id, Decision{Approve: true, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-ch; o.err != nil || !o.res.Approved {
+		t.Fatalf("waiter: %+v", o)
+	}
+}
