@@ -67,6 +67,8 @@ type GraphQLRequest struct {
 	// Mutations are the allowed mutations the document holds, with the
 	// tool that decides each; empty for a read.
 	Mutations []Action
+
+	doc *ast.QueryDocument // the parsed document (the relay finds mutation inputs in it)
 }
 
 // ClassifyGraphQL parses a GraphQL request body and classifies every
@@ -115,7 +117,7 @@ func ClassifyGraphQL(body []byte) (GraphQLRequest, error) {
 	} else if len(doc.Operations) > 1 {
 		return GraphQLRequest{}, refuse("the GraphQL document holds several operations and no operationName")
 	}
-	out := GraphQLRequest{Variables: req.Variables}
+	out := GraphQLRequest{Variables: req.Variables, doc: doc}
 	seenMut := map[Action]bool{}
 	for _, op := range doc.Operations {
 		var typ string

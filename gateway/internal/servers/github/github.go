@@ -255,3 +255,25 @@ func cut(s string, n int) string {
 	}
 	return string(r) + "…"
 }
+
+// OwnPR returns nil when pull request number of owner/repo was opened by
+// the gateway's account (the record the gateway keeps of the pull requests
+// it opened, through the tools or the GitHub relay alike), and an error
+// otherwise (not its own, or the API could not say). The error's text is
+// safe to show the agent.
+func (s *Server) OwnPR(ctx context.Context, owner, repo string, number int) error {
+	if s.token == "" {
+		return errors.New("the gateway has no GitHub token configured")
+	}
+	err := s.requireOwnPR(ctx, args{owner: owner, repo: repo, number: number}, "pr_edit")
+	var ae *agentError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return errors.New(s.redact(ae.msg))
+	default:
+		s.log.Warn("github ownership check failed", "err", s.redact(err.Error()))
+		return errors.New(s.redact(apiMessage("the ownership check", err)))
+	}
+}
