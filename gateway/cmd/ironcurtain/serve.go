@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"ironcurtain.dev/gateway/internal/githubrelay"
 	"log/slog"
 	"net"
 	"net/http"
@@ -182,6 +183,13 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 	if door != nil {
 		apiMux.Handle(gitDoorPrefix, door)
+	}
+	ghRelay, err := githubRelay(cfg, hub, srvs, auth, getenv, log)
+	if err != nil {
+		return err
+	}
+	if ghRelay != nil {
+		apiMux.Handle(githubrelay.Prefix, ghRelay)
 	}
 	apiMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -12,6 +12,7 @@ import (
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/githttp"
+	"ironcurtain.dev/gateway/internal/githubrelay"
 	"ironcurtain.dev/gateway/internal/llmrelay"
 	"ironcurtain.dev/gateway/internal/mcphub"
 	"ironcurtain.dev/gateway/internal/netlimit"
@@ -48,6 +49,7 @@ func agentBudget(cfg *config.Config) func(*http.Request) netlimit.Budget {
 	relayTimeout := orDuration(cfg.Relay.Timeout, llmrelay.DefaultTimeout)
 	stream := cfg.Agent.StreamMax()
 	gitTimeout := orDuration(cfg.Git.HTTP.Timeout, githttp.DefaultTimeout)
+	ghTimeout := orDuration(cfg.GitHub.Relay.Timeout, githubrelay.DefaultTimeout)
 	return func(r *http.Request) netlimit.Budget {
 		switch {
 		case r.URL.Path == "/mcp" || strings.HasPrefix(r.URL.Path, "/mcp/"):
@@ -63,6 +65,9 @@ func agentBudget(cfg *config.Config) func(*http.Request) netlimit.Budget {
 			// A pack streams in for up to the door's timeout; a push or a fetch
 			// may then wait for a human and run upstream (call timeout).
 			return netlimit.Budget{Body: gitTimeout, Total: gitTimeout + callTimeout + escTimeout + budgetMargin}
+		case strings.HasPrefix(r.URL.Path, githubrelay.Prefix):
+			// A request may wait for a human, then for GitHub (the relay's timeout).
+			return netlimit.Budget{Body: bodyBudget, Total: ghTimeout + callTimeout + escTimeout + budgetMargin}
 		}
 		return netlimit.Budget{Body: bodyBudget, Total: shortBudget}
 	}

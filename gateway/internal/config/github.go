@@ -20,11 +20,28 @@ const DefaultGitHubTokenEnv = "GITHUB_TOKEN"
 //	  token_env: GITHUB_TOKEN            # variable holding the gateway's token
 //	  token_file: ""                     # or: an absolute path to a secret file
 //	  timeout: 30s
+//	  relay:                             # the GitHub API relay (/github/ on the agent port)
+//	    disabled: false
+//	    max_body_bytes: 4194304          # REST request bodies (GraphQL: 256 KiB)
+//	    timeout: 60s                     # one upstream exchange
 type GitHubConfig struct {
 	APIURL    string        `yaml:"api_url"`
 	TokenEnv  string        `yaml:"token_env"`
 	TokenFile string        `yaml:"token_file"`
 	Timeout   time.Duration `yaml:"timeout"`
+	// Relay tunes the GitHub API relay (internal/githubrelay).
+	Relay GitHubRelayConfig `yaml:"relay"`
+}
+
+// GitHubRelayConfig tunes the GitHub API relay; zero values take its
+// defaults.
+type GitHubRelayConfig struct {
+	// Disabled turns the relay off (/github/ answers 404).
+	Disabled bool `yaml:"disabled"`
+	// MaxBodyBytes bounds a REST request body.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Timeout bounds one upstream exchange (not the wait for a human).
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // TokenVariable returns the environment variable the token is read from.
@@ -64,6 +81,12 @@ func (g *GitHubConfig) Validate() error {
 	}
 	if g.TokenFile != "" && !filepath.IsAbs(g.TokenFile) {
 		errs = append(errs, Errorf("token_file", "must be an absolute path"))
+	}
+	if g.Relay.MaxBodyBytes < 0 || g.Relay.MaxBodyBytes > 64<<20 {
+		errs = append(errs, Errorf("relay.max_body_bytes", "must be between 0 (default 4 MiB) and 64 MiB"))
+	}
+	if g.Relay.Timeout < 0 || g.Relay.Timeout > 10*time.Minute {
+		errs = append(errs, Errorf("relay.timeout", "must be between 1s and 10m (0: default 60s)"))
 	}
 	if g.Timeout < 0 || g.Timeout > 10*time.Minute {
 		errs = append(errs, Errorf("timeout", "must be between 1s and 10m (0: default 30s)"))

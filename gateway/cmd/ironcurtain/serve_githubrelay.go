@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/internal/githubrelay"
+	"ironcurtain.dev/gateway/internal/mcphub"
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/github"
+	"ironcurtain.dev/gateway/internal/session"
+)
+
+// githubRelay builds the GitHub API relay (/github/ on the agent port) over
+// the hub's pipeline and the github server's record of its own pull
+// requests; nil when github.relay.disabled is set or no github server is
+// built. The relay sends the gateway's token (github.token_env/token_file).
+func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, auth session.Authenticator, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
+	if cfg.GitHub.Relay.Disabled {
+		return nil, nil
+	}
+	var gh *github.Server
+	for _, s := range srvs {
+		if g, ok := s.(*github.Server); ok {
+			gh = g
+		}
+	}
+	if gh == nil {
+		return nil, nil
+	}
+	tok, err := cfg.GitHub.Token(getenv)
+	if err != nil {
+		return nil, err
+	}
+	relay, err := githubrelay.New(githubrelay.Config{
+		APIURL:      cfg.GitHub.APIURL,
+		Token:       tok,
+		MaxRESTBody: cfg.GitHub.Relay.MaxBodyBytes,
+		Timeout:     cfg.GitHub.Relay.Timeout,
+	}, githubrelay.Deps{Hub: hub, Auth: auth, Owner: gh, Logger: log.With("component", "githubrelay")})
+	if err != nil {
+		return nil, fmt.Errorf("building the GitHub relay: %w", err)
+	}
+	return relay, nil
+}
