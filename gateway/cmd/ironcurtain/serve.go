@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"ironcurtain.dev/gateway/internal/githubrelay"
 	"log/slog"
 	"net"
 	"net/http"
@@ -189,7 +188,9 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		return err
 	}
 	if ghRelay != nil {
-		apiMux.Handle(githubrelay.Prefix, ghRelay)
+		for _, p := range ghRelay.Patterns() {
+			apiMux.Handle(p, ghRelay)
+		}
 	}
 	apiMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/githubrelay"
@@ -17,7 +16,7 @@ import (
 // the hub's pipeline and the github server's record of its own pull
 // requests; nil when github.relay.disabled is set or no github server is
 // built. The relay sends the gateway's token (github.token_env/token_file).
-func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, auth session.Authenticator, getenv func(string) string, log *slog.Logger) (http.Handler, error) {
+func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, auth session.Authenticator, getenv func(string) string, log *slog.Logger) (*githubrelay.Handler, error) {
 	if cfg.GitHub.Relay.Disabled {
 		return nil, nil
 	}
@@ -39,6 +38,7 @@ func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, aut
 		Token:       tok,
 		MaxRESTBody: cfg.GitHub.Relay.MaxBodyBytes,
 		Timeout:     cfg.GitHub.Relay.Timeout,
+		Hosts:       cfg.GitHub.Relay.Hosts,
 	}, githubrelay.Deps{Hub: hub, Auth: auth, Owner: gh, Logger: log.With("component", "githubrelay")})
 	if err != nil {
 		return nil, fmt.Errorf("building the GitHub relay: %w", err)

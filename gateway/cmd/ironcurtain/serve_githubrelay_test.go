@@ -31,9 +31,14 @@ func TestGitHubRelayBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &config.Config{}
 			cfg.GitHub.Relay.Timeout = tc.relayTO
-			b := agentBudget(cfg)(httptest.NewRequest("POST", "/github/graphql", nil))
-			if b.Body != bodyBudget || b.Total != tc.wantTotal {
-				t.Fatalf("budget %+v, want body %s total %s", b, bodyBudget, tc.wantTotal)
+			for _, target := range []string{"/github/graphql", "/api/v3/repos/a/b/pulls", "/api/graphql", "http://api.github.localhost/graphql", "http://api.github.com:8080/repos/a/b"} {
+				b := agentBudget(cfg)(httptest.NewRequest("POST", target, nil))
+				if b.Body != bodyBudget || b.Total != tc.wantTotal {
+					t.Fatalf("%s: budget %+v, want body %s total %s", target, b, bodyBudget, tc.wantTotal)
+				}
+			}
+			if b := agentBudget(cfg)(httptest.NewRequest("POST", "/api/other", nil)); b.Total != shortBudget {
+				t.Fatalf("/api/other budget %+v", b)
 			}
 		})
 	}

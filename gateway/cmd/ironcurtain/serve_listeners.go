@@ -65,7 +65,7 @@ func agentBudget(cfg *config.Config) func(*http.Request) netlimit.Budget {
 			// A pack streams in for up to the door's timeout; a push or a fetch
 			// may then wait for a human and run upstream (call timeout).
 			return netlimit.Budget{Body: gitTimeout, Total: gitTimeout + callTimeout + escTimeout + budgetMargin}
-		case strings.HasPrefix(r.URL.Path, githubrelay.Prefix):
+		case githubrelay.Serves(r, cfg.GitHub.Relay.Hosts):
 			// A request may wait for a human, then for GitHub (the relay's timeout).
 			return netlimit.Budget{Body: bodyBudget, Total: ghTimeout + callTimeout + escTimeout + budgetMargin}
 		}

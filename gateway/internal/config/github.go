@@ -24,6 +24,7 @@ const DefaultGitHubTokenEnv = "GITHUB_TOKEN"
 //	    disabled: false
 //	    max_body_bytes: 4194304          # REST request bodies (GraphQL: 256 KiB)
 //	    timeout: 60s                     # one upstream exchange
+//	    hosts: [api.github.localhost, api.github.com]  # Host names served with the API's own paths
 type GitHubConfig struct {
 	APIURL    string        `yaml:"api_url"`
 	TokenEnv  string        `yaml:"token_env"`
@@ -42,6 +43,9 @@ type GitHubRelayConfig struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// Timeout bounds one upstream exchange (not the wait for a human).
 	Timeout time.Duration `yaml:"timeout"`
+	// Hosts are Host names whose requests on the agent port carry the
+	// API's own paths (default api.github.localhost and api.github.com).
+	Hosts []string `yaml:"hosts"`
 }
 
 // TokenVariable returns the environment variable the token is read from.
@@ -84,6 +88,11 @@ func (g *GitHubConfig) Validate() error {
 	}
 	if g.Relay.MaxBodyBytes < 0 || g.Relay.MaxBodyBytes > 64<<20 {
 		errs = append(errs, Errorf("relay.max_body_bytes", "must be between 0 (default 4 MiB) and 64 MiB"))
+	}
+	for _, h := range g.Relay.Hosts {
+		if h == "" || strings.ContainsAny(h, "/:* \t") || strings.ToLower(h) != h {
+			errs = append(errs, Errorf("relay.hosts", "%q must be a lower-case host name without port", h))
+		}
 	}
 	if g.Relay.Timeout < 0 || g.Relay.Timeout > 10*time.Minute {
 		errs = append(errs, Errorf("relay.timeout", "must be between 1s and 10m (0: default 60s)"))

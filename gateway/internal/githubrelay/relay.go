@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -52,7 +53,16 @@ type Config struct {
 	Timeout time.Duration
 	// HTTPClient replaces the default client (tests).
 	HTTPClient *http.Client
+	// Hosts are Host names (lower case, no port) whose requests carry the
+	// API's own paths (/repos/..., /graphql) rather than Prefix; default
+	// DefaultHosts. The agent port routes them to the relay.
+	Hosts []string
 }
+
+// DefaultHosts: gh's local-development host (GH_HOST=github.localhost
+// talks plain HTTP to api.github.localhost) and api.github.com (gh over
+// http_unix_socket, or a client whose /etc/hosts points it at the gateway).
+var DefaultHosts = []string{"api.github.localhost", "api.github.com"}
 
 // Hub is the one call pipeline (*mcphub.Hub).
 type Hub interface {
@@ -110,6 +120,14 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Hosts == nil {
+		cfg.Hosts = DefaultHosts
+	}
+	hosts := make([]string, len(cfg.Hosts))
+	for i, hst := range cfg.Hosts {
+		hosts[i] = strings.ToLower(hst)
+	}
+	cfg.Hosts = hosts
 	gql := cfg.APIURL + "graphql"
 	if strings.HasSuffix(u.Path, "/api/v3/") {
 		gql = strings.TrimSuffix(cfg.APIURL, "v3/") + "graphql"
@@ -129,13 +147,23 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	return &Handler{cfg: cfg, d: d, log: log, rest: u, graphql: gql, client: &c}, nil
 }
 
+// Patterns are the http.ServeMux patterns the relay serves on the agent
+// port: Prefix, the Enterprise layout and every host of Config.Hosts.
+func (h *Handler) Patterns() []string {
+	out := []string{Prefix, EnterpriseRESTPrefix, EnterpriseGraphQL}
+	for _, hst := range h.cfg.Hosts {
+		out = append(out, hst+"/")
+	}
+	return out
+}
+
 // ServeHTTP relays one /github/ request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sess, ok := h.authenticate(w, r)
 	if !ok {
 		return
 	}
-	raw, ok := strings.CutPrefix(r.URL.EscapedPath(), strings.TrimSuffix(Prefix, "/"))
+	raw, ok := h.apiPath(r)
 	if !ok {
 		writeError(w, http.StatusNotFound, "not a GitHub relay path")
 		return
@@ -180,6 +208,53 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.decideAndForward(w, r, sess, tool, args, rec, h.restURL(rt.Path, r.URL.RawQuery), body)
+}
+
+// GitHub Enterprise's layout, which gh uses for a GH_HOST other than
+// github.com: REST under /api/v3/, GraphQL at /api/graphql.
+const (
+	EnterpriseRESTPrefix = "/api/v3/"
+	EnterpriseGraphQL    = "/api/graphql"
+)
+
+// apiPath is the API path a request names (escaped): under Prefix, in the
+// Enterprise layout, or the whole path when the request's Host is one of
+// Config.Hosts (gh with GH_HOST=github.localhost or over http_unix_socket
+// sends the API's own paths to api.<host>).
+func (h *Handler) apiPath(r *http.Request) (string, bool) {
+	return apiPath(r, h.cfg.Hosts)
+}
+
+// Serves reports whether the relay serves r (hosts: Config.Hosts, nil for
+// DefaultHosts); the agent port's request budgets use it.
+func Serves(r *http.Request, hosts []string) bool {
+	if hosts == nil {
+		hosts = DefaultHosts
+	}
+	_, ok := apiPath(r, hosts)
+	return ok
+}
+
+func apiPath(r *http.Request, hosts []string) (string, bool) {
+	p := r.URL.EscapedPath()
+	switch {
+	case strings.HasPrefix(p, Prefix):
+		return strings.TrimPrefix(p, strings.TrimSuffix(Prefix, "/")), true
+	case p == EnterpriseGraphQL:
+		return "/graphql", true
+	case strings.HasPrefix(p, EnterpriseRESTPrefix):
+		return strings.TrimPrefix(p, strings.TrimSuffix(EnterpriseRESTPrefix, "/")), true
+	}
+	host := strings.ToLower(r.Host)
+	if hp, _, err := net.SplitHostPort(host); err == nil {
+		host = hp
+	}
+	for _, a := range hosts {
+		if host == strings.ToLower(a) {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // decideAndForward runs one decision through the pipeline and, once it is
