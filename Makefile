@@ -73,6 +73,8 @@ IC_POSTGRES_IMAGE ?= $(if $(filter 1,$(offline)),$(OFFLINE_POSTGRES_IMAGE),$(STA
 # Go module proxy; PREBUILT=0 compiles in a golang builder stage (the workstation default).
 GATEWAY_IMAGE ?= ironcurtain/gateway:dev
 AGENT_IMAGE ?= ironcurtain/agent:dev
+# The agent shell (images/agent-shell, docs/agents.md): Debian packages through apt-get.
+AGENT_SHELL_IMAGE ?= ironcurtain/agent-shell:dev
 PREBUILT ?= $(offline)
 IMAGE_CMD_PKGS := ./gateway/cmd/ironcurtain ./agent/cmd/ironcurtain-agent
 
@@ -80,7 +82,7 @@ IMAGE_CMD_PKGS := ./gateway/cmd/ironcurtain ./agent/cmd/ironcurtain-agent
 # testcontainers reaper, cannot be pulled without a registry; pgtest cleans up itself.
 TEST_ENV = IC_POSTGRES_IMAGE=$(IC_POSTGRES_IMAGE) IC_BASE_IMAGE=$(BASE_IMAGE) TESTCONTAINERS_RYUK_DISABLED=true
 # The e2e suite also needs the images it tests.
-E2E_ENV = $(TEST_ENV) IC_GATEWAY_IMAGE=$(GATEWAY_IMAGE) IC_AGENT_IMAGE=$(AGENT_IMAGE)
+E2E_ENV = $(TEST_ENV) IC_GATEWAY_IMAGE=$(GATEWAY_IMAGE) IC_AGENT_IMAGE=$(AGENT_IMAGE) IC_AGENT_SHELL_IMAGE=$(AGENT_SHELL_IMAGE)
 
 # `docker compose` (v2 plugin) when it works, else the v1 `docker-compose` tool.
 COMPOSE ?= $(shell if docker compose version >/dev/null 2>&1; then echo 'docker compose'; \
@@ -181,14 +183,14 @@ postgres-image: prereqs-test images-mode ## make the Postgres image for the inte
 	else docker image inspect $(IC_POSTGRES_IMAGE) >/dev/null 2>&1 || docker pull $(IC_POSTGRES_IMAGE); fi
 
 .PHONY: images
-images: postgres-image ## every image the stack and e2e need: Postgres, gateway and agent (cached; FORCE=1 rebuilds all)
+images: postgres-image ## every image the stack and e2e need: Postgres, gateway, agent and agent-shell (cached; FORCE=1 rebuilds all)
 	@if [ "$(offline)" != 1 ]; then docker image inspect $(BASE_IMAGE) >/dev/null 2>&1 || docker pull $(BASE_IMAGE); fi
 	@if [ "$(PREBUILT)" = 1 ]; then $(MAKE) build CMD_PKGS="$(IMAGE_CMD_PKGS)"; fi
 	@BASE_IMAGE=$(BASE_IMAGE) PREBUILT=$(PREBUILT) GATEWAY_IMAGE=$(GATEWAY_IMAGE) AGENT_IMAGE=$(AGENT_IMAGE) \
-		images/build.sh all
+		AGENT_SHELL_IMAGE=$(AGENT_SHELL_IMAGE) images/build.sh all
 
 # The Compose stack (compose/): the Makefile's image choice, and the detected COMPOSE.
-STACK = COMPOSE="$(COMPOSE)" IC_GATEWAY_IMAGE=$(GATEWAY_IMAGE) IC_AGENT_IMAGE=$(AGENT_IMAGE) \
+STACK = COMPOSE="$(COMPOSE)" IC_GATEWAY_IMAGE=$(GATEWAY_IMAGE) IC_AGENT_IMAGE=$(AGENT_IMAGE) IC_AGENT_SHELL_IMAGE=$(AGENT_SHELL_IMAGE) \
 	IC_POSTGRES_IMAGE=$(IC_POSTGRES_IMAGE) compose/stack.sh
 
 .PHONY: compose-check
@@ -248,5 +250,5 @@ clean: ## remove build/ and test containers, networks and volumes whose test pro
 	done
 
 .PHONY: clean-images
-clean-images: ## remove the images make builds: gateway, agent, offline Postgres and base (rebuilt by the next make images)
-	-docker image rm $(GATEWAY_IMAGE) $(AGENT_IMAGE) $(OFFLINE_POSTGRES_IMAGE) $(OFFLINE_BASE_IMAGE)
+clean-images: ## remove the images make builds: gateway, agent, agent-shell, offline Postgres and base (rebuilt by the next make images)
+	-docker image rm $(GATEWAY_IMAGE) $(AGENT_IMAGE) $(AGENT_SHELL_IMAGE) $(OFFLINE_POSTGRES_IMAGE) $(OFFLINE_BASE_IMAGE)

@@ -3,8 +3,12 @@
 #
 #   ironcurtain/gateway:dev   ironcurtain serve + CLI, git, ssh, the base policy
 #   ironcurtain/agent:dev     the credential-less runner on scratch
+#   ironcurtain/agent-shell:dev   a Debian shell for off-the-shelf agents: git, gh, curl,
+#                             configured to go through the gateway, no credentials
+#                             (images/agent-shell, docs/agents.md); apt-get in the build,
+#                             so the build's container must reach a Debian mirror
 #
-# usage: images/build.sh [--force] [gateway|agent|all]     (default: all)
+# usage: images/build.sh [--force] [gateway|agent|agent-shell|all]     (default: all)
 #
 # Environment (the Makefile's `images` target sets them):
 #   BASE_IMAGE      runtime base (required): debian:bookworm-slim, or
@@ -14,7 +18,10 @@
 #                   0 (default): compile in the builder stage
 #   BUILDER_IMAGE   builder stage (default golang:1.26-bookworm; with PREBUILT=1 the base
 #                   image, since the stage only copies a file)
-#   GATEWAY_IMAGE, AGENT_IMAGE   tags (default ironcurtain/gateway:dev, ironcurtain/agent:dev)
+#   GATEWAY_IMAGE, AGENT_IMAGE, AGENT_SHELL_IMAGE   tags (default ironcurtain/gateway:dev,
+#                   ironcurtain/agent:dev, ironcurtain/agent-shell:dev)
+#   AGENT_SHELL_GATEWAY_URL   the gateway URL baked into the agent shell's /etc/gitconfig
+#                   (default http://gateway:8080, the Compose service)
 #
 # Cache: each image carries the label dev.ironcurtain.inputs-hash, the SHA-256 of what its
 # build reads (Dockerfile, binary or sources, policy, config, transcripts, this script, the
@@ -23,7 +30,9 @@
 #
 # With PREBUILT=1 the build context is a small directory (build/image-context/<image>)
 # holding only the files the Dockerfile reads, at their repository paths; otherwise it is
-# the repository root, filtered by /.dockerignore.
+# the repository root, filtered by /.dockerignore. The agent shell compiles nothing: its
+# context is always the small directory. Its packages are whatever the mirror has when it
+# is built: FORCE=1 (or a new base image) picks up updates.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,6 +45,8 @@ prebuilt=${PREBUILT:-0}
 if [[ $prebuilt == 1 ]]; then builder=${BUILDER_IMAGE:-$base}; else builder=${BUILDER_IMAGE:-golang:1.26-bookworm}; fi
 gateway_tag=${GATEWAY_IMAGE:-ironcurtain/gateway:dev}
 agent_tag=${AGENT_IMAGE:-ironcurtain/agent:dev}
+agent_shell_tag=${AGENT_SHELL_IMAGE:-ironcurtain/agent-shell:dev}
+agent_shell_gateway=${AGENT_SHELL_GATEWAY_URL:-http://gateway:8080}
 force=${FORCE:-0}
 [[ $force == 0 || $force == 1 ]] || force=1
 
@@ -46,9 +57,9 @@ what=all
 while (($#)); do
   case $1 in
     --force) force=1 ;;
-    gateway | agent | all) what=$1 ;;
+    gateway | agent | agent-shell | all) what=$1 ;;
     -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
-    *) die "unknown argument \"$1\" (usage: images/build.sh [--force] [gateway|agent|all])" ;;
+    *) die "unknown argument \"$1\" (usage: images/build.sh [--force] [gateway|agent|agent-shell|all])" ;;
   esac
   shift
 done
@@ -77,6 +88,9 @@ inputs_of() {
       find agent/transcripts -type f | LC_ALL=C sort
       if [[ $prebuilt == 1 ]]; then echo build/bin/ironcurtain-agent; else sources agent; fi
       ;;
+    agent-shell)
+      find images/agent-shell -type f | LC_ALL=C sort
+      ;;
   esac
 }
 
@@ -95,6 +109,7 @@ build_one() {
   case $name in
     gateway) tag=$gateway_tag ;;
     agent) tag=$agent_tag ;;
+    agent-shell) tag=$agent_shell_tag ;;
   esac
   dockerfile=images/$name/Dockerfile
 
@@ -106,7 +121,11 @@ build_one() {
   done
   base_id=$(image_id "$base")
   builder_id=$(image_id "$builder")
-  if [[ $prebuilt == 1 ]]; then
+  if [[ $name == agent-shell ]]; then
+    # No builder stage: the hash names the base only.
+    builder_id=-
+    [[ $prebuilt == 0 || -n $base_id ]] || die "base image $base does not exist (make images-offline builds the offline one)"
+  elif [[ $prebuilt == 1 ]]; then
     # Nothing is pulled for an offline build: both images must exist.
     [[ -n $base_id ]] || die "base image $base does not exist (make images-offline builds the offline one)"
     [[ -n $builder_id ]] || die "builder image $builder does not exist"
@@ -114,6 +133,7 @@ build_one() {
   hash=$( {
     sha256sum "${files[@]}" images/build.sh .dockerignore
     echo "base=$base $base_id builder=$builder $builder_id prebuilt=$prebuilt"
+    [[ $name == agent-shell ]] && echo "gateway-url=$agent_shell_gateway"
   } | sha256sum | cut -d' ' -f1)
   if [[ $force == 0 && "$(image_hash "$tag")" == "$hash" ]]; then
     log "$tag is up to date (inputs ${hash:0:12})"
@@ -121,7 +141,7 @@ build_one() {
   fi
   old=$(image_id "$tag")
 
-  if [[ $prebuilt == 1 ]]; then
+  if [[ $prebuilt == 1 || $name == agent-shell ]]; then
     context=build/image-context/$name
     rm -rf "$context"
     mkdir -p "$context"
@@ -131,7 +151,9 @@ build_one() {
     context=.
   fi
 
-  log "building $tag ($(if [[ $prebuilt == 1 ]]; then echo "host-built binary"; else echo "compiled in $builder"; fi), base $base)"
+  local -a extra_args=()
+  [[ $name == agent-shell ]] && extra_args=(--build-arg "GATEWAY_URL=$agent_shell_gateway")
+  log "building $tag ($(if [[ $name == agent-shell ]]; then echo "Debian packages through apt-get"; elif [[ $prebuilt == 1 ]]; then echo "host-built binary"; else echo "compiled in $builder"; fi), base $base)"
   local logfile
   logfile=$(mktemp "${TMPDIR:-/tmp}/ironcurtain-image-$name.XXXXXX")
   if ! "${builder_env[@]}" docker build --pull=false \
@@ -139,6 +161,7 @@ build_one() {
     --build-arg "BASE_IMAGE=$base" \
     --build-arg "BUILDER_IMAGE=$builder" \
     --build-arg "PREBUILT=$prebuilt" \
+    "${extra_args[@]}" \
     --label "$label=$hash" \
     --label "org.opencontainers.image.title=ironcurtain-$name" \
     --tag "$tag" "$context" >"$logfile" 2>&1; then
@@ -147,7 +170,7 @@ build_one() {
     exit 1
   fi
   rm -f "$logfile"
-  [[ $prebuilt == 1 ]] && rm -rf "$context"
+  [[ $context != . ]] && rm -rf "$context"
   local new
   new=$(image_id "$tag")
   if [[ -n $old && $old != "$new" ]]; then
@@ -165,6 +188,6 @@ if ! flock -n 9; then
 fi
 
 case $what in
-  gateway | agent) build_one "$what" ;;
-  all) build_one gateway; build_one agent ;;
+  gateway | agent | agent-shell) build_one "$what" ;;
+  all) build_one gateway; build_one agent; build_one agent-shell ;;
 esac

@@ -48,6 +48,7 @@ type composeService struct {
 	Privileged  bool      `yaml:"privileged"`
 	CapAdd      []string  `yaml:"cap_add"`
 	ReadOnly    bool      `yaml:"read_only"`
+	Profiles    []string  `yaml:"profiles"`
 }
 
 type composeNetwork struct {
@@ -137,11 +138,16 @@ func nodeText(n yaml.Node) string {
 	return string(b)
 }
 
+// agentServices are the services an agent runs in: the runner and the
+// agent shell (profile agent-shell, docs/agents.md). Both get the same
+// isolation: agent_net only, the agent token and no other secret.
+var agentServices = []string{"agent", "agent-shell"}
+
 func loadCompose(t *testing.T) composeSpec {
 	t.Helper()
 	var c composeSpec
 	decodeYAML(t, composeFile, &c)
-	for _, name := range []string{"postgres", "migrate", "gateway", "agent"} {
+	for _, name := range []string{"postgres", "migrate", "gateway", "agent", "agent-shell"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Fatalf("%s: service %q is missing", composeFile, name)
 		}
@@ -177,18 +183,26 @@ func TestComposeNetworkIsolation(t *testing.T) {
 			}
 			return nil
 		}},
-		{name: "only the agent and the gateway are on agent_net", check: func() error {
+		{name: "the agent shell is on agent_net only", check: func() error {
+			if got := nets("agent-shell"); len(got) != 1 || got[0] != "agent_net" {
+				return fmt.Errorf("agent-shell networks %v, want [agent_net]", got)
+			}
+			return nil
+		}},
+		{name: "only the agents and the gateway are on agent_net", check: func() error {
 			for svc := range c.Services {
-				if svc != "agent" && svc != "gateway" && contains(nets(svc), "agent_net") {
+				if !contains(agentServices, svc) && svc != "gateway" && contains(nets(svc), "agent_net") {
 					return fmt.Errorf("service %s is on agent_net", svc)
 				}
 			}
 			return nil
 		}},
-		{name: "Postgres shares no network with the agent", check: func() error {
+		{name: "Postgres shares no network with the agents", check: func() error {
 			for _, n := range nets("postgres") {
-				if contains(nets("agent"), n) {
-					return fmt.Errorf("postgres and the agent share %s", n)
+				for _, a := range agentServices {
+					if contains(nets(a), n) {
+						return fmt.Errorf("postgres and %s share %s", a, n)
+					}
 				}
 				if !internal(n) {
 					return fmt.Errorf("postgres is on %s, which is not internal", n)
@@ -377,6 +391,116 @@ func TestComposeAgentHoldsNoSecrets(t *testing.T) {
 	}
 }
 
+// TestComposeAgentShellHoldsNoSecrets: the agent shell gets what the
+// runner gets (the agent token and the gateway's URLs), only with its
+// profile, and volumes of its own: never the gateway's workspace, state or
+// database, never a host path.
+func TestComposeAgentShellHoldsNoSecrets(t *testing.T) {
+	c := loadCompose(t)
+	a := c.Services["agent-shell"]
+	if len(a.Profiles) != 1 || a.Profiles[0] != "agent-shell" {
+		t.Errorf("agent-shell profiles %v, want [agent-shell] (plain `up` must start the runner only)", a.Profiles)
+	}
+	if a.EnvFile.Kind != 0 {
+		t.Errorf("the agent shell has an env_file: it would receive every variable of that file")
+	}
+	if a.Secrets.Kind != 0 {
+		t.Errorf("the agent shell mounts Compose secrets")
+	}
+	allowedVars := []string{"IRONCURTAIN_AGENT_TOKEN", "IC_AGENT_SHELL_IMAGE"}
+	allowedKeys := []string{"IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_GATEWAY_URL", "IRONCURTAIN_MCP_URL",
+		"IRONCURTAIN_MODEL_BASE_URL", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"}
+	env := a.environment(t)
+	if env["IRONCURTAIN_AGENT_TOKEN"] != "${IRONCURTAIN_AGENT_TOKEN}" {
+		t.Errorf("agent-shell IRONCURTAIN_AGENT_TOKEN = %q, want ${IRONCURTAIN_AGENT_TOKEN}", env["IRONCURTAIN_AGENT_TOKEN"])
+	}
+	for k, v := range env {
+		if !contains(allowedKeys, k) {
+			t.Errorf("agent-shell environment %s is not one the shell needs", k)
+		}
+		if credentialNames.MatchString(k) {
+			t.Errorf("agent-shell environment %s looks like a credential", k)
+		}
+		for _, ref := range varRefs(v) {
+			if !contains(allowedVars, ref) {
+				t.Errorf("agent-shell environment %s interpolates ${%s}", k, ref)
+			}
+		}
+	}
+	for _, part := range []string{nodeText(a.Command), nodeText(a.Entrypoint)} {
+		for _, ref := range varRefs(part) {
+			t.Errorf("the agent shell's command interpolates ${%s}", ref)
+		}
+	}
+	// Volumes any other service mounts are the gateway's (or Postgres').
+	others := map[string]string{}
+	for name, s := range c.Services {
+		if name == "agent-shell" {
+			continue
+		}
+		for _, v := range s.Volumes {
+			if str, ok := v.(string); ok {
+				others[strings.Split(str, ":")[0]] = name
+			}
+		}
+	}
+	if len(a.Volumes) == 0 {
+		t.Errorf("the agent shell has no volumes: the check below would prove nothing")
+	}
+	for _, v := range a.Volumes {
+		s, ok := v.(string)
+		if !ok {
+			t.Errorf("agent-shell volume %v: use the short syntax", v)
+			continue
+		}
+		src := strings.Split(s, ":")[0]
+		if strings.ContainsAny(src, "/.~$") {
+			t.Errorf("agent-shell volume %q mounts a host path", s)
+		}
+		if owner, shared := others[src]; shared {
+			t.Errorf("agent-shell volume %q is also mounted by %s", s, owner)
+		}
+	}
+	if !a.ReadOnly {
+		t.Errorf("the agent shell's root filesystem is not read_only")
+	}
+}
+
+func TestComposeAgentShellReachesTheGateway(t *testing.T) {
+	c := loadCompose(t)
+	env := c.Services["agent-shell"].environment(t)
+	agentAPI, egress, _ := loadListeners(t, composeGateway)
+	tests := []struct {
+		key, path string
+		port      int
+	}{
+		{key: "IRONCURTAIN_GATEWAY_URL", path: "", port: agentAPI.Port},
+		{key: "IRONCURTAIN_MCP_URL", path: "/mcp", port: agentAPI.Port},
+		{key: "IRONCURTAIN_MODEL_BASE_URL", path: "/llm", port: agentAPI.Port},
+		{key: "HTTPS_PROXY", port: egress.Port},
+		{key: "HTTP_PROXY", port: egress.Port},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			v, ok := env[tt.key]
+			if !ok {
+				t.Fatalf("the agent shell has no %s", tt.key)
+			}
+			hp, path := urlHostPort(t, tt.key, v)
+			if hp.Host != "gateway" || hp.Port != tt.port {
+				t.Errorf("%s = %q: want gateway:%d", tt.key, v, tt.port)
+			}
+			if tt.path != "" && path != tt.path {
+				t.Errorf("%s path %q, want %q", tt.key, path, tt.path)
+			}
+		})
+	}
+	// The gateway is reached directly, never through the proxy.
+	if np := env["NO_PROXY"]; !contains(strings.Split(np, ","), "gateway") {
+		t.Errorf("agent-shell NO_PROXY %q does not name gateway", np)
+	}
+}
+
 func TestComposeAgentReachesTheGateway(t *testing.T) {
 	c := loadCompose(t)
 	env := c.Services["agent"].environment(t)
@@ -411,7 +535,7 @@ func TestComposeAgentReachesTheGateway(t *testing.T) {
 
 func TestComposeAppImagesAreNeverPulled(t *testing.T) {
 	c := loadCompose(t)
-	for _, name := range []string{"migrate", "gateway", "agent"} {
+	for _, name := range []string{"migrate", "gateway", "agent", "agent-shell"} {
 		if p := c.Services[name].PullPolicy; p != "never" {
 			t.Errorf("service %s: pull_policy %q, want never (the image is built by make images; a registry copy could be anyone's)", name, p)
 		}
@@ -481,9 +605,16 @@ func TestComposeConfigAccepted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	args := append(tool[1:], "-p", composeProject, "--env-file", env, "-f", repoPath(composeFile), "config", "-q")
-	out, err := exec.CommandContext(ctx, tool[0], args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s config: %v\n%s", strings.Join(tool, " "), err, out)
+	for _, profile := range []string{"", "agent-shell"} {
+		args := append([]string{}, tool[1:]...)
+		args = append(args, "-p", composeProject, "--env-file", env, "-f", repoPath(composeFile))
+		if profile != "" {
+			args = append(args, "--profile", profile)
+		}
+		args = append(args, "config", "-q")
+		out, err := exec.CommandContext(ctx, tool[0], args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s config (profile %q): %v\n%s", strings.Join(tool, " "), profile, err, out)
+		}
 	}
 }
