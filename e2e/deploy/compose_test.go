@@ -605,16 +605,88 @@ func TestComposeConfigAccepted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, profile := range []string{"", "agent-shell"} {
+	overrides, err := filepath.Glob(repoPath("compose/agents/*.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := []string{"", "agent-shell"}
+	for _, o := range overrides {
+		runs = append(runs, "agent-shell+"+o)
+	}
+	for _, run := range runs {
+		profile, override, _ := strings.Cut(run, "+")
 		args := append([]string{}, tool[1:]...)
 		args = append(args, "-p", composeProject, "--env-file", env, "-f", repoPath(composeFile))
+		if override != "" {
+			args = append(args, "-f", override)
+		}
 		if profile != "" {
 			args = append(args, "--profile", profile)
 		}
 		args = append(args, "config", "-q")
 		out, err := exec.CommandContext(ctx, tool[0], args...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("%s config (profile %q): %v\n%s", strings.Join(tool, " "), profile, err, out)
+			t.Fatalf("%s config (profile %q, override %q): %v\n%s", strings.Join(tool, " "), profile, override, err, out)
 		}
+	}
+}
+
+// TestComposeAgentOverrides: each compose/agents/*.yml (docs/agents.md)
+// changes the agent shell only, adds no network, port, volume, env_file or
+// secret, interpolates no variable but the agent token and the shell's
+// image, points every URL it sets at the gateway, and is accepted by the
+// Compose tool together with the main file.
+func TestComposeAgentOverrides(t *testing.T) {
+	matches, err := filepath.Glob(repoPath("compose/agents/*.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(matches) < 4 {
+		t.Fatalf("compose/agents holds %d overrides, want one per agent of docs/agents.md (4)", len(matches))
+	}
+	agentAPI, _, _ := loadListeners(t, composeGateway)
+	for _, m := range matches {
+		rel := "compose/agents/" + filepath.Base(m)
+		t.Run(filepath.Base(m), func(t *testing.T) {
+			var o struct {
+				Services map[string]struct {
+					composeService `yaml:",inline"`
+					Build          yaml.Node `yaml:"build"`
+				} `yaml:"services"`
+				Networks map[string]any `yaml:"networks"`
+				Volumes  map[string]any `yaml:"volumes"`
+				Secrets  map[string]any `yaml:"secrets"`
+			}
+			decodeYAML(t, rel, &o)
+			if len(o.Networks)+len(o.Volumes)+len(o.Secrets) > 0 {
+				t.Errorf("%s declares networks, volumes or secrets", rel)
+			}
+			if len(o.Services) != 1 {
+				t.Fatalf("%s changes %d services, want agent-shell only", rel, len(o.Services))
+			}
+			s, ok := o.Services["agent-shell"]
+			if !ok {
+				t.Fatalf("%s does not change agent-shell", rel)
+			}
+			if s.Networks.Kind != 0 || len(s.Ports) > 0 || len(s.Expose) > 0 || len(s.Volumes) > 0 ||
+				s.EnvFile.Kind != 0 || s.Secrets.Kind != 0 || s.NetworkMode != "" || s.Pid != "" || s.Ipc != "" ||
+				s.Privileged || len(s.CapAdd) > 0 || len(s.Profiles) > 0 {
+				t.Errorf("%s changes more of agent-shell than its image, build and environment", rel)
+			}
+			for _, ref := range varRefs(string(readFile(t, rel))) {
+				if ref != "IRONCURTAIN_AGENT_TOKEN" && ref != "IC_AGENT_SHELL_IMAGE" {
+					t.Errorf("%s interpolates ${%s}", rel, ref)
+				}
+			}
+			for k, v := range s.environment(t) {
+				if !strings.Contains(v, "://") {
+					continue
+				}
+				hp, _ := urlHostPort(t, k, v)
+				if hp.Host != "gateway" || hp.Port != agentAPI.Port {
+					t.Errorf("%s: %s = %q does not point at the gateway's agent port", rel, k, v)
+				}
+			}
+		})
 	}
 }
