@@ -110,7 +110,10 @@ func jsonObject(body []byte, allowed ...string) (map[string]any, error) {
 // the query — of owner "viewer"/repo "viewer", so that a policy can still
 // match them. node, nodes, search, organization, user and the rest are
 // refused: they reach repositories by id or across owners.
-var readRootFields = map[string]bool{"repository": true, "viewer": true, "rateLimit": true, "__typename": true}
+var readRootFields = map[string]bool{"repository": true, "viewer": true, "rateLimit": true, "__typename": true,
+	// Introspection (the public schema; gh asks __type before pr commands
+	// to detect features).
+	"__type": true, "__schema": true}
 
 // serveGraphQL decides and forwards a GraphQL request: a query as one read
 // of the one repository it names; a mutation (one root field per request)
@@ -234,7 +237,7 @@ func (h *Handler) graphQLRead(doc *ast.QueryDocument, vars map[string]any) (stri
 		collectFields(doc, op.SelectionSet, &fs, map[string]bool{}, 0)
 		for _, f := range fs {
 			if !readRootFields[f.Name] {
-				return "github__pr_view", nil, fmt.Sprintf("the GraphQL query field %s is not relayed (only repository, viewer and rateLimit)", clip(f.Name))
+				return "github__pr_view", nil, fmt.Sprintf("the GraphQL query field %s is not relayed (only repository, viewer, rateLimit and introspection)", clip(f.Name))
 			}
 			if f.Name != "repository" {
 				continue

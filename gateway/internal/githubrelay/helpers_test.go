@@ -109,8 +109,13 @@ func (f *fakeGitHub) graphql(w http.ResponseWriter, body string) {
 		Variables map[string]any `json:"variables"`
 	}
 	_ = json.Unmarshal([]byte(body), &req)
+	if strings.Contains(req.Query, "pullRequest(number:") {
+		// What gh pr merge / view look a pull request up with.
+		fmt.Fprint(w, `{"data":{"repository":{"pullRequest":{"id":"PR_11","number":11,"title":"t","state":"OPEN","isDraft":false,"headRefName":"feature","baseRefName":"main","mergeable":"MERGEABLE","isCrossRepository":false,"headRepositoryOwner":{"login":"acme"},"headRepository":{"name":"app"},"url":"https://github.com/acme/app/pull/11","author":{"login":"ic-bot"}}}}}`)
+		return
+	}
 	if !strings.Contains(req.Query, "node(id:$id)") {
-		fmt.Fprint(w, `{"data":{"ok":true}}`)
+		fmt.Fprint(w, `{"data":{}}`)
 		return
 	}
 	id, _ := req.Variables["id"].(string)
@@ -198,6 +203,7 @@ func (a *approver) Escalate(_ context.Context, req escalation.Request) (escalati
 type env struct {
 	gh    *fakeGitHub
 	relay *httptest.Server
+	mux   *http.ServeMux
 	sink  *memSink
 	esc   *approver
 }
@@ -233,7 +239,10 @@ func newEnv(t testing.TB, useBase bool) *env {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(Prefix, h)
+	for _, p := range h.Patterns() {
+		mux.Handle(p, h)
+	}
+	e.mux = mux
 	e.relay = httptest.NewServer(mux)
 	t.Cleanup(e.relay.Close)
 	return e

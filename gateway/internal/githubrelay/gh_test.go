@@ -1,0 +1,93 @@
+package githubrelay
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// ghCLI runs the real gh against the relay over http_unix_socket (gh then
+// speaks plain HTTP on the socket, whatever the URL's scheme) with
+// GH_HOST=host and the agent token as GH_ENTERPRISE_TOKEN and GH_TOKEN.
+type ghCLI struct {
+	bin, cfgDir, host string
+}
+
+func newGHCLI(t *testing.T, e *env, host string) *ghCLI {
+	t.Helper()
+	bin, err := exec.LookPath("gh")
+	if err != nil {
+		t.Skip("the gh CLI is not installed (apt-get install gh); the e2e suite runs it in the agent-shell image")
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "gh.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: e.mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	cfg := filepath.Join(dir, "config")
+	if err := os.MkdirAll(cfg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "config.yml"), []byte("http_unix_socket: "+sock+"\nprompt: disabled\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &ghCLI{bin: bin, cfgDir: cfg, host: host}
+}
+
+func (g *ghCLI) run(args ...string) (string, error) {
+	cmd := exec.Command(g.bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + g.cfgDir, "XDG_CACHE_HOME=" + filepath.Join(g.cfgDir, "cache"), "TMPDIR=" + g.cfgDir, "XDG_STATE_HOME=" + filepath.Join(g.cfgDir, "state"), "XDG_DATA_HOME=" + filepath.Join(g.cfgDir, "data"), "GH_CONFIG_DIR=" + g.cfgDir, "GH_HOST=" + g.host,
+		"GH_TOKEN=" + agentTok, "GH_ENTERPRISE_TOKEN=" + agentTok, "GH_REPO=" + g.host + "/acme/app",
+		"GH_PROMPT_DISABLED=1", "GH_DEBUG=" + os.Getenv("GH_TEST_DEBUG"), "GH_NO_UPDATE_NOTIFIER=1", "NO_COLOR=1", "GH_PAGER=cat"}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestGHCLI drives the real gh through the relay: reads and pr create
+// work, merge in REST and GraphQL is refused, and nothing of a refused
+// request reaches GitHub.
+func TestGHCLI(t *testing.T) {
+	for _, host := range []string{"ironcurtain.gateway", "github.localhost", "github.com"} {
+		t.Run(host, func(t *testing.T) {
+			e := newEnv(t, false)
+			g := newGHCLI(t, e, host)
+			if out, err := g.run("api", "repos/acme/app"); err != nil || !strings.Contains(out, "acme/app") {
+				t.Fatalf("gh api repos/acme/app: %v\n%s", err, out)
+			}
+			out, err := g.run("api", "-X", "POST", "repos/acme/app/pulls", "-f", "title=t", "-f", "head=feature", "-f", "base=main")
+			if err != nil || !strings.Contains(out, `"number":11`) {
+				t.Fatalf("gh api create: %v\n%s", err, out)
+			}
+			e.gh.reset()
+			for _, args := range [][]string{
+				{"api", "-X", "PUT", "repos/acme/app/pulls/11/merge"},
+				{"api", "graphql", "-f", `query=mutation{mergePullRequest(input:{pullRequestId:"PR_11"}){clientMutationId}}`},
+				{"pr", "merge", "11", "--merge"},
+				{"api", "-X", "PATCH", "repos/acme/app/pulls/1", "-f", "title=x"},
+			} {
+				out, err := g.run(args...)
+				if err == nil || !strings.Contains(out, "IronCurtain") {
+					for _, r := range e.gh.requests() {
+						t.Logf("GitHub got %s %s %.300s", r.method, r.path, r.body)
+					}
+					t.Fatalf("gh %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				t.Logf("gh %s:\n%s", strings.Join(args, " "), out)
+			}
+			for _, r := range e.gh.requests() {
+				if strings.Contains(r.path, "/merge") || strings.Contains(r.body, "mergePullRequest") || r.method == "PATCH" || r.method == "PUT" {
+					t.Fatalf("GitHub received %+v", r)
+				}
+			}
+			checkTokens(t, e)
+		})
+	}
+}
