@@ -10,14 +10,16 @@ import (
 	"testing"
 )
 
-// ghCLI runs the real gh against the relay over http_unix_socket (gh then
-// speaks plain HTTP on the socket, whatever the URL's scheme) with
-// GH_HOST=host and the agent token as GH_ENTERPRISE_TOKEN and GH_TOKEN.
+// ghCLI runs the real gh against the relay, over http_unix_socket (gh then
+// speaks plain HTTP on the socket, whatever the URL's scheme) or through
+// HTTP_PROXY (GH_HOST=github.localhost only: gh uses plain HTTP for it),
+// with GH_HOST=host and the agent token as GH_ENTERPRISE_TOKEN and GH_TOKEN.
 type ghCLI struct {
 	bin, cfgDir, host string
+	proxy             string // HTTP_PROXY instead of the socket
 }
 
-func newGHCLI(t *testing.T, e *env, host string) *ghCLI {
+func newGHCLI(t *testing.T, e *env, host string, viaProxy bool) *ghCLI {
 	t.Helper()
 	bin, err := exec.LookPath("gh")
 	if err != nil {
@@ -36,10 +38,18 @@ func newGHCLI(t *testing.T, e *env, host string) *ghCLI {
 	if err := os.MkdirAll(cfg, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(cfg, "config.yml"), []byte("http_unix_socket: "+sock+"\nprompt: disabled\n"), 0o600); err != nil {
+	conf := "http_unix_socket: " + sock + "\nprompt: disabled\n"
+	g := &ghCLI{bin: bin, cfgDir: cfg, host: host}
+	if viaProxy {
+		// gh talks plain HTTP to api.github.localhost; HTTP_PROXY sends it
+		// to the agent port in absolute form, routed by its Host.
+		conf = "prompt: disabled\n"
+		g.proxy = e.relay.URL
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "config.yml"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &ghCLI{bin: bin, cfgDir: cfg, host: host}
+	return g
 }
 
 func (g *ghCLI) run(args ...string) (string, error) {
@@ -47,6 +57,9 @@ func (g *ghCLI) run(args ...string) (string, error) {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + g.cfgDir, "XDG_CACHE_HOME=" + filepath.Join(g.cfgDir, "cache"), "TMPDIR=" + g.cfgDir, "XDG_STATE_HOME=" + filepath.Join(g.cfgDir, "state"), "XDG_DATA_HOME=" + filepath.Join(g.cfgDir, "data"), "GH_CONFIG_DIR=" + g.cfgDir, "GH_HOST=" + g.host,
 		"GH_TOKEN=" + agentTok, "GH_ENTERPRISE_TOKEN=" + agentTok, "GH_REPO=" + g.host + "/acme/app",
 		"GH_PROMPT_DISABLED=1", "GH_DEBUG=" + os.Getenv("GH_TEST_DEBUG"), "GH_NO_UPDATE_NOTIFIER=1", "NO_COLOR=1", "GH_PAGER=cat"}
+	if g.proxy != "" {
+		cmd.Env = append(cmd.Env, "HTTP_PROXY="+g.proxy, "http_proxy="+g.proxy)
+	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -55,10 +68,18 @@ func (g *ghCLI) run(args ...string) (string, error) {
 // work, merge in REST and GraphQL is refused, and nothing of a refused
 // request reaches GitHub.
 func TestGHCLI(t *testing.T) {
-	for _, host := range []string{"ironcurtain.gateway", "github.localhost", "github.com"} {
-		t.Run(host, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, host string
+		proxy      bool
+	}{
+		{name: "enterprise host over the socket", host: "ironcurtain.gateway"},
+		{name: "github.localhost over the socket", host: "github.localhost"},
+		{name: "github.com over the socket", host: "github.com"},
+		{name: "github.localhost through HTTP_PROXY", host: "github.localhost", proxy: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, false)
-			g := newGHCLI(t, e, host)
+			g := newGHCLI(t, e, tc.host, tc.proxy)
 			if out, err := g.run("api", "repos/acme/app"); err != nil || !strings.Contains(out, "acme/app") {
 				t.Fatalf("gh api repos/acme/app: %v\n%s", err, out)
 			}

@@ -204,6 +204,7 @@ type env struct {
 	gh    *fakeGitHub
 	relay *httptest.Server
 	mux   *http.ServeMux
+	h     *Handler
 	sink  *memSink
 	esc   *approver
 }
@@ -242,7 +243,7 @@ func newEnv(t testing.TB, useBase bool) *env {
 	for _, p := range h.Patterns() {
 		mux.Handle(p, h)
 	}
-	e.mux = mux
+	e.mux, e.h = mux, h
 	e.relay = httptest.NewServer(mux)
 	t.Cleanup(e.relay.Close)
 	return e
