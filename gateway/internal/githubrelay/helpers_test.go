@@ -170,6 +170,17 @@ func (s *memSink) decisions() []*audit.ToolCallDecision {
 	return out
 }
 
+func (s *memSink) outcome(callID string) *audit.ToolCallOutcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.events {
+		if o, ok := e.(*audit.ToolCallOutcome); ok && o.CallID == callID {
+			return o
+		}
+	}
+	return nil
+}
+
 func (s *memSink) all() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -188,14 +199,19 @@ func (tokenAuth) Authenticate(_ context.Context, tok string) (session.Session, e
 
 // approver approves every escalation and counts them.
 type approver struct {
-	mu sync.Mutex
-	n  int
+	mu   sync.Mutex
+	n    int
+	deny bool
 }
 
 func (a *approver) Escalate(_ context.Context, req escalation.Request) (escalation.Result, error) {
 	a.mu.Lock()
 	a.n++
+	deny := a.deny
 	a.mu.Unlock()
+	if deny {
+		return escalation.Result{ID: req.ID, Approved: false, Status: "denied", DecidedBy: "test", Reason: "not now"}, nil
+	}
 	return escalation.Result{ID: req.ID, Approved: true, Status: "approved", DecidedBy: "test"}, nil
 }
 

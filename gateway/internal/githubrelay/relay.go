@@ -308,7 +308,12 @@ func (f *forwarder) run(ctx context.Context) (servers.Result, error) {
 	if err != nil {
 		return servers.ToolError(fmt.Sprintf("GitHub answered %d; streaming the answer failed after %d bytes", resp.StatusCode, n)), nil
 	}
-	return servers.Text(fmt.Sprintf("GitHub answered %d (%d bytes)", resp.StatusCode, n)), nil
+	msg := fmt.Sprintf("GitHub answered %d (%d bytes)", resp.StatusCode, n)
+	if resp.StatusCode >= 400 {
+		// The outcome record says the call failed, and with which status.
+		return servers.ToolError(msg), nil
+	}
+	return servers.Text(msg), nil
 }
 
 // refuse records a refusal the relay made before any policy question and

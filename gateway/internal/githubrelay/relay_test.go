@@ -237,3 +237,56 @@ func TestBasePolicy(t *testing.T) {
 	}
 	checkTokens(t, e)
 }
+
+// TestOperatorDenial: under the base policy an escalated pr_create that
+// the operator denies is refused and never reaches GitHub.
+func TestOperatorDenial(t *testing.T) {
+	e := newEnv(t, true)
+	e.esc.deny = true
+	code, body, _ := e.do(t, "POST", "/github/repos/acme/app/pulls", `{"title":"t","head":"feature","base":"main"}`, nil)
+	if code != http.StatusForbidden || !strings.Contains(body, "IronCurtain") {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	for _, g := range e.gh.requests() {
+		if g.method == "POST" {
+			t.Fatalf("GitHub received %+v", g)
+		}
+	}
+	if d := e.sink.decisions()[len(e.sink.decisions())-1]; d.Decision != "escalate" || e.esc.n != 1 {
+		t.Fatalf("record %+v", d)
+	}
+	checkTokens(t, e)
+}
+
+// TestBodiesBoundedAndOutcomes: bodies over the bounds are refused before
+// anything is forwarded; GitHub's own error statuses pass through to the
+// agent unchanged and are the call's recorded outcome.
+func TestBodiesBoundedAndOutcomes(t *testing.T) {
+	e := newEnv(t, false)
+	big := `{"title":"t","head":"f","base":"main","body":"` + strings.Repeat("x", DefaultMaxRESTBody) + `"}`
+	if code, body, _ := e.do(t, "POST", "/github/repos/acme/app/pulls", big, nil); code != http.StatusForbidden || !strings.Contains(body, "larger than") {
+		t.Fatalf("big REST body: %d %.200s", code, body)
+	}
+	bigQ := `{"query":"{viewer{login}}","variables":{"x":"` + strings.Repeat("x", MaxGraphQLBody) + `"}}`
+	if code, body, _ := e.do(t, "POST", "/github/graphql", bigQ, nil); code != http.StatusForbidden || !strings.Contains(body, "larger than") {
+		t.Fatalf("big GraphQL body: %d %.200s", code, body)
+	}
+	if len(e.gh.requests()) != 0 {
+		t.Fatalf("GitHub received %+v", e.gh.requests())
+	}
+	code, body, _ := e.do(t, "GET", "/github/repos/acme/app/pulls/99", "", nil)
+	if code != http.StatusNotFound || !strings.Contains(body, "Not Found") {
+		t.Fatalf("missing PR: %d %s", code, body)
+	}
+	d := e.sink.decisions()[len(e.sink.decisions())-1]
+	if o := e.sink.outcome(d.CallID); o == nil || o.Status != "error" || !strings.Contains(o.Error, "GitHub answered 404") {
+		t.Fatalf("outcome %+v", o)
+	}
+	if code, _, _ := e.do(t, "GET", "/github/repos/acme/app/pulls/1", "", nil); code != http.StatusOK {
+		t.Fatalf("view: %d", code)
+	}
+	d = e.sink.decisions()[len(e.sink.decisions())-1]
+	if o := e.sink.outcome(d.CallID); o == nil || o.Status != "ok" {
+		t.Fatalf("outcome %+v", o)
+	}
+}
