@@ -296,7 +296,8 @@ printf 'protocol=https\nhost=github.com\n\n' | GIT_TERMINAL_PROMPT=0 git credent
 printf 'protocol=http\nhost=evil.test\n\n' | /usr/local/lib/ironcurtain/git-credential-ironcurtain get | sed 's/^/EVILCRED /'
 printf 'protocol=http\nhost=127.0.0.1:18080\n\n' | IRONCURTAIN_AGENT_TOKEN= /usr/local/lib/ironcurtain/git-credential-ironcurtain get 2>/dev/null | sed 's/^/NOTOKENCRED /'
 printf 'protocol=http\nhost=127.0.0.1:18080\nusername=agent\npassword=%s\n\n' "$IRONCURTAIN_AGENT_TOKEN" | git credential approve
-echo "GH $(gh api /repos/acme/app)"
+# A dead proxy in the environment: gh's socket transport must not use it.
+echo "GH $(HTTPS_PROXY=http://agent:x@127.0.0.1:1 HTTP_PROXY=http://agent:x@127.0.0.1:1 gh api /repos/acme/app)"
 sleep 0.3
 cat /tmp/relay.log
 rm -f /tmp/relay.log
