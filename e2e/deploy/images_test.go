@@ -306,6 +306,7 @@ echo "GHHELPER $(git config --get-urlmatch credential.helper https://github.com/
 printf %s "$IRONCURTAIN_AGENT_TOKEN" >/tmp/ic-control
 echo "CONTROL $(grep -rlsF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "$IRONCURTAIN_AGENT_TOKEN" / | tr '\n' ' ')"
 rm -f /tmp/ic-control
+echo "KEYS $(grep -rlsE 'BEGIN [A-Z ]*PRIVATE KEY|ghp_[A-Za-z0-9]{20}|github_pat_|gho_[A-Za-z0-9]{20}|sk-ant-|sk-proj-|AKIA[0-9A-Z]{16}' /etc /home /root /usr/local /workspace /opt | tr '\n' ' ')"
 echo "ONDISK $(grep -rlsF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "$IRONCURTAIN_AGENT_TOKEN" / | tr '\n' ' ')"
 echo DONE
 `
@@ -354,6 +355,7 @@ func TestAgentShellGoesThroughTheGateway(t *testing.T) {
 		{name: "/etc/gitconfig names no helper for github.com", ok: has("GHHELPER ")},
 		{name: "the disk search finds a planted copy (control)", ok: has("CONTROL /tmp/ic-control ")},
 		{name: "nothing wrote the token to disk", ok: has("ONDISK ")},
+		{name: "no private key or known token format in the image's configuration and homes", ok: has("KEYS ")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
