@@ -152,6 +152,14 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 		h.decideAndForward(w, r, sess, tool, args, rec, h.graphql, body)
 		return
 	}
+	for _, op := range g.Ops {
+		if op.Type != "mutation" {
+			// GitHub runs the operation operationName selects: a query
+			// beside a mutation would be a read no decision covered.
+			h.refuse(w, r, sess, "github__pr_edit", RuleRequest, "a GraphQL request may not mix queries and mutations", rec)
+			return
+		}
+	}
 	if len(muts) > 1 {
 		h.refuse(w, r, sess, "github__pr_edit", RuleRequest, "a GraphQL request may hold one mutation field (each is decided on its own target: send them one by one)", rec)
 		return

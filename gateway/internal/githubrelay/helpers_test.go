@@ -221,6 +221,8 @@ type env struct {
 	relay *httptest.Server
 	mux   *http.ServeMux
 	h     *Handler
+	hub   *mcphub.Hub
+	owner Owner
 	sink  *memSink
 	esc   *approver
 }
@@ -259,7 +261,7 @@ func newEnv(t testing.TB, useBase bool) *env {
 	for _, p := range h.Patterns() {
 		mux.Handle(p, h)
 	}
-	e.mux, e.h = mux, h
+	e.mux, e.h, e.hub, e.owner = mux, h, hub, srv
 	e.relay = httptest.NewServer(mux)
 	t.Cleanup(e.relay.Close)
 	return e

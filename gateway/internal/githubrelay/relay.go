@@ -36,6 +36,7 @@ const (
 	RuleForbidden = "structural-github-forbidden"
 	RuleRequest   = "structural-github-request"
 	RuleNotOwnPR  = "structural-github-not-own-pr"
+	RuleNoToken   = "structural-github-no-token"
 )
 
 // Config configures the relay.
@@ -166,6 +167,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, ok := h.apiPath(r)
 	if !ok {
 		writeError(w, http.StatusNotFound, "not a GitHub relay path")
+		return
+	}
+	if h.cfg.Token == "" {
+		h.refuse(w, r, sess, toolFor(r.Method), RuleNoToken, "the gateway has no GitHub token configured (github.token_env or github.token_file); ask the operator", map[string]any{"path": clip(raw)})
 		return
 	}
 	rt, err := ClassifyREST(r.Method, raw, r.URL.RawQuery, r.Header)

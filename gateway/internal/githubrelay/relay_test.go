@@ -3,6 +3,7 @@ package githubrelay
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -76,6 +77,7 @@ func TestRefusedNeverReachGitHub(t *testing.T) {
 		{name: "graphql batched", method: "POST", path: "/github/graphql", body: `[` + gql(`{viewer{login}}`) + `]`, rule: RuleRequest},
 		{name: "graphql node query", method: "POST", path: "/github/graphql", body: gql(`{node(id:"R_other"){id}}`), rule: RuleRequest},
 		{name: "graphql subscription", method: "POST", path: "/github/graphql", body: gql(`subscription{x}`), rule: RuleRequest},
+		{name: "graphql query beside a mutation", method: "POST", path: "/github/graphql", body: gql(`query Q{repository(owner:"secret",name:"x"){id}} mutation M{addComment(input:{subjectId:"PR_11",body:"x"}){clientMutationId}}`, "operationName", "Q"), rule: RuleRequest},
 		{name: "graphql two repositories", method: "POST", path: "/github/graphql", body: gql(`{a: repository(owner:"acme",name:"app"){id} b: repository(owner:"other",name:"x"){id}}`), rule: RuleRequest},
 	}
 	for _, tt := range tests {
@@ -288,5 +290,28 @@ func TestBodiesBoundedAndOutcomes(t *testing.T) {
 	d = e.sink.decisions()[len(e.sink.decisions())-1]
 	if o := e.sink.outcome(d.CallID); o == nil || o.Status != "ok" {
 		t.Fatalf("outcome %+v", o)
+	}
+}
+
+// TestNoGatewayToken: without a GitHub token configured every request is
+// refused and recorded, and nothing is sent upstream.
+func TestNoGatewayToken(t *testing.T) {
+	e := newEnv(t, false)
+	h, err := New(Config{APIURL: e.gh.srv.URL + "/"}, Deps{Hub: e.hub, Auth: tokenAuth{}, Owner: e.owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/github/repos/acme/app/pulls/1", nil)
+	req.Header.Set("Authorization", "token "+agentTok)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "no GitHub token") {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if d := e.sink.decisions(); len(d) != 1 || d[0].Rule != RuleNoToken {
+		t.Fatalf("records %+v", d)
+	}
+	if len(e.gh.requests()) != 0 {
+		t.Fatal("a request was sent upstream")
 	}
 }
