@@ -13,6 +13,16 @@
 // with a real parser; every operation in a document is classified, and a
 // mutation's root fields are found through aliases, inline fragments and
 // fragment spreads.
+//
+// Handler (relay.go) is the relay on the agent port (/github/, and gh's
+// layouts): it authenticates the agent token, makes each request one
+// decision of the github tool it amounts to through the hub's pipeline
+// (mcphub.Hub.Door: policy, escalation, write-ahead record), with the
+// tool's arguments (decide.go; a GraphQL mutation's node id resolved to
+// owner/repo/number with the gateway's token first; edit and close only on
+// pull requests the gateway's account opened), and forwards an allowed
+// request with the gateway's GitHub token, streaming the answer back. See
+// docs/github-relay.md.
 package githubrelay
 
 import (
