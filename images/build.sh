@@ -133,7 +133,7 @@ build_one() {
   hash=$( {
     sha256sum "${files[@]}" images/build.sh .dockerignore
     echo "base=$base $base_id builder=$builder $builder_id prebuilt=$prebuilt"
-    [[ $name == agent-shell ]] && echo "gateway-url=$agent_shell_gateway"
+    if [[ $name == agent-shell ]]; then echo "gateway-url=$agent_shell_gateway"; fi
   } | sha256sum | cut -d' ' -f1)
   if [[ $force == 0 && "$(image_hash "$tag")" == "$hash" ]]; then
     log "$tag is up to date (inputs ${hash:0:12})"
@@ -151,8 +151,9 @@ build_one() {
     context=.
   fi
 
-  local -a extra_args=()
-  [[ $name == agent-shell ]] && extra_args=(--build-arg "GATEWAY_URL=$agent_shell_gateway")
+  # Build arguments only the agent shell reads (bash 3.2 safe when empty).
+  local -a extra_args=(--build-arg "PREBUILT=$prebuilt")
+  if [[ $name == agent-shell ]]; then extra_args+=(--build-arg "GATEWAY_URL=$agent_shell_gateway"); fi
   log "building $tag ($(if [[ $name == agent-shell ]]; then echo "Debian packages through apt-get"; elif [[ $prebuilt == 1 ]]; then echo "host-built binary"; else echo "compiled in $builder"; fi), base $base)"
   local logfile
   logfile=$(mktemp "${TMPDIR:-/tmp}/ironcurtain-image-$name.XXXXXX")
@@ -160,7 +161,6 @@ build_one() {
     --file "$dockerfile" \
     --build-arg "BASE_IMAGE=$base" \
     --build-arg "BUILDER_IMAGE=$builder" \
-    --build-arg "PREBUILT=$prebuilt" \
     "${extra_args[@]}" \
     --label "$label=$hash" \
     --label "org.opencontainers.image.title=ironcurtain-$name" \
@@ -170,7 +170,7 @@ build_one() {
     exit 1
   fi
   rm -f "$logfile"
-  [[ $context != . ]] && rm -rf "$context"
+  if [[ $context != . ]]; then rm -rf "$context"; fi
   local new
   new=$(image_id "$tag")
   if [[ -n $old && $old != "$new" ]]; then
