@@ -140,6 +140,7 @@ func TestAllowedAndOwnership(t *testing.T) {
 		{name: "edit own", method: "PATCH", path: "/github/repos/acme/app/pulls/11", body: `{"title":"new"}`, want: 200, tool: "pr_edit"},
 		{name: "close own", method: "PATCH", path: "/github/repos/acme/app/pulls/11", body: `{"state":"closed"}`, want: 200, tool: "pr_close"},
 		{name: "edit other", method: "PATCH", path: "/github/repos/acme/app/pulls/1", body: `{"title":"new"}`, want: 403, tool: "pr_edit", rule: RuleNotOwnPR},
+		{name: "edit unknown (ownership cannot be told)", method: "PATCH", path: "/github/repos/acme/app/pulls/99", body: `{"title":"new"}`, want: 403, tool: "pr_edit", rule: RuleNotOwnPR},
 		{name: "close other", method: "PATCH", path: "/github/repos/acme/app/pulls/1", body: `{"state":"closed"}`, want: 403, tool: "pr_close", rule: RuleNotOwnPR},
 		{name: "graphql query", method: "POST", path: "/github/graphql", body: gqlVars(`query($o:String!,$n:String!){repository(owner:$o,name:$n){pullRequests(first:5){nodes{number}}} viewer{login}}`, map[string]any{"o": "acme", "n": "app"}), want: 200, tool: "pr_list"},
 		{name: "graphql create", method: "POST", path: "/github/graphql", body: gqlVars(`mutation($in:CreatePullRequestInput!){createPullRequest(input:$in){pullRequest{number}}}`, map[string]any{"in": map[string]any{"repositoryId": "R_app", "title": "t", "headRefName": "f", "baseRefName": "main"}}), want: 200, tool: "pr_create"},
