@@ -79,6 +79,16 @@ func (f *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"number":%d,"user":{"login":%q}}`, n, botLogin)
+	case p == "/repos/acme/app/pulls/77":
+		// A slow answer: part of the body, then a pause.
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, `{"number":77,`)
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(2 * time.Second):
+		case <-r.Context().Done():
+		}
+		fmt.Fprint(w, `"state":"open"}`)
 	case strings.HasPrefix(p, "/repos/acme/app/pulls/"):
 		n, err := strconv.Atoi(strings.TrimPrefix(p, "/repos/acme/app/pulls/"))
 		f.mu.Lock()
@@ -229,6 +239,12 @@ type env struct {
 
 func newEnv(t testing.TB, useBase bool) *env {
 	t.Helper()
+	return newEnvTimeout(t, useBase, time.Minute)
+}
+
+// newEnvTimeout is newEnv with the hub's call timeout.
+func newEnvTimeout(t testing.TB, useBase bool, callTimeout time.Duration) *env {
+	t.Helper()
 	e := &env{gh: newFakeGitHub(t), sink: &memSink{}, esc: &approver{}}
 	srv, err := ghsrv.New(ghsrv.Config{APIURL: e.gh.srv.URL + "/", Token: gatewayTok})
 	if err != nil {
@@ -248,7 +264,7 @@ func newEnv(t testing.TB, useBase bool) *env {
 			t.Fatal(err)
 		}
 	}
-	hub, err := mcphub.New(mcphub.Config{CallTimeout: time.Minute},
+	hub, err := mcphub.New(mcphub.Config{CallTimeout: callTimeout},
 		mcphub.Deps{Servers: []servers.Server{srv}, Policy: eng, Escalator: e.esc, Audit: e.sink, Auth: tokenAuth{}})
 	if err != nil {
 		t.Fatal(err)

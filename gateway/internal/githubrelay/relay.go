@@ -265,8 +265,15 @@ func apiPath(r *http.Request, hosts []string) (string, bool) {
 // decideAndForward runs one decision through the pipeline and, once it is
 // allowed, forwards the request and streams the answer back.
 func (h *Handler) decideAndForward(w http.ResponseWriter, r *http.Request, sess session.Session, tool string, args, rec map[string]any, target string, body []byte) {
-	fw := &forwarder{h: h, w: w, r: r, target: target, body: body}
+	fw := &forwarder{h: h, w: w, r: r, target: target, body: body, done: make(chan struct{})}
 	res := h.d.Hub.Door(r.Context(), mcphub.DoorCall{Session: sess, Tool: tool, Args: args, Record: rec, Run: fw.run})
+	if res.Ran {
+		// The pipeline runs Run in its own goroutine and stops waiting for
+		// it at the call timeout or when the client goes; its context is
+		// cancelled by then, so it ends promptly. Nothing may write to w
+		// after this handler returns, nor beside it.
+		<-fw.done
+	}
 	if fw.wrote {
 		return
 	}
@@ -285,9 +292,11 @@ type forwarder struct {
 	target string
 	body   []byte
 	wrote  bool
+	done   chan struct{} // closed when run returns
 }
 
 func (f *forwarder) run(ctx context.Context) (servers.Result, error) {
+	defer close(f.done)
 	ctx, cancel := context.WithTimeout(ctx, f.h.cfg.Timeout)
 	defer cancel()
 	var rb io.Reader

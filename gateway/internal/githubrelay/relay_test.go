@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // checkTokens fails if the agent's token reached the fake API or a request
@@ -314,5 +315,28 @@ func TestNoGatewayToken(t *testing.T) {
 	}
 	if len(e.gh.requests()) != 0 {
 		t.Fatal("a request was sent upstream")
+	}
+}
+
+// TestCallTimeoutMidStream: when the call timeout ends while GitHub's
+// answer is still streaming, the relay stops, records the timeout, and
+// never writes to the response after (or beside) its handler (run with
+// -race; before the wait for the forwarder, the pipeline's goroutine could
+// still be copying into the response when the handler wrote its error).
+func TestCallTimeoutMidStream(t *testing.T) {
+	e := newEnvTimeout(t, false, 300*time.Millisecond)
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		code, body, _ := e.do(t, "GET", "/github/repos/acme/app/pulls/77", "", nil)
+		if code != http.StatusOK || strings.Contains(body, `"state"`) {
+			t.Fatalf("status %d body %q", code, body)
+		}
+		if time.Since(start) > 1500*time.Millisecond {
+			t.Fatalf("the relay waited %s for a call that timed out at 300ms", time.Since(start))
+		}
+		d := e.sink.decisions()[len(e.sink.decisions())-1]
+		if o := e.sink.outcome(d.CallID); o == nil || o.Status != "timed_out" {
+			t.Fatalf("outcome %+v", o)
+		}
 	}
 }
