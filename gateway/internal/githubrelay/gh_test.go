@@ -87,8 +87,25 @@ func TestGHCLI(t *testing.T) {
 			if err != nil || !strings.Contains(out, `"number":11`) {
 				t.Fatalf("gh api create: %v\n%s", err, out)
 			}
+			for _, tc := range []struct {
+				args []string
+				tool string
+			}{
+				{args: []string{"pr", "view", "11"}, tool: "pr_list"},
+				{args: []string{"pr", "comment", "1", "--body", "looks good"}, tool: "pr_comment"},
+				{args: []string{"pr", "close", "11"}, tool: "pr_close"},
+			} {
+				if out, err := g.run(tc.args...); err != nil {
+					t.Fatalf("gh %s: %v\n%s", strings.Join(tc.args, " "), err, out)
+				}
+				if d := e.sink.decisions()[len(e.sink.decisions())-1]; d.Tool != tc.tool || d.Decision != "allow" {
+					t.Fatalf("gh %s: last record %+v", strings.Join(tc.args, " "), d)
+				}
+			}
 			e.gh.reset()
 			for _, args := range [][]string{
+				{"pr", "close", "1"},
+				{"pr", "edit", "1", "--title", "x"},
 				{"api", "-X", "PUT", "repos/acme/app/pulls/11/merge"},
 				{"api", "graphql", "-f", `query=mutation{mergePullRequest(input:{pullRequestId:"PR_11"}){clientMutationId}}`},
 				{"pr", "merge", "11", "--merge"},

@@ -119,9 +119,23 @@ func (f *fakeGitHub) graphql(w http.ResponseWriter, body string) {
 		Variables map[string]any `json:"variables"`
 	}
 	_ = json.Unmarshal([]byte(body), &req)
+	if strings.Contains(req.Query, "projectItems") {
+		fmt.Fprint(w, `{"data":{"repository":{"pullRequest":{"projectItems":{"nodes":[],"pageInfo":{"hasNextPage":false,"endCursor":""}}}}}}`)
+		return
+	}
 	if strings.Contains(req.Query, "pullRequest(number:") {
-		// What gh pr merge / view look a pull request up with.
-		fmt.Fprint(w, `{"data":{"repository":{"pullRequest":{"id":"PR_11","number":11,"title":"t","state":"OPEN","isDraft":false,"headRefName":"feature","baseRefName":"main","mergeable":"MERGEABLE","isCrossRepository":false,"headRepositoryOwner":{"login":"acme"},"headRepository":{"name":"app"},"url":"https://github.com/acme/app/pull/11","author":{"login":"ic-bot"}}}}}`)
+		// What gh pr merge / view / close / edit / comment look a pull
+		// request up with.
+		n := 11
+		for _, k := range []string{"pr_number", "number"} {
+			if v, ok := req.Variables[k].(float64); ok {
+				n = int(v)
+			}
+		}
+		f.mu.Lock()
+		author := f.prs[n]
+		f.mu.Unlock()
+		fmt.Fprintf(w, `{"data":{"repository":{"pullRequest":{"id":"PR_%d","number":%d,"title":"t","body":"","state":"OPEN","isDraft":false,"headRefName":"feature","baseRefName":"main","mergeable":"MERGEABLE","isCrossRepository":false,"headRepositoryOwner":{"login":"acme"},"headRepository":{"name":"app"},"url":"https://github.com/acme/app/pull/%d","author":{"login":%q}}}}}`, n, n, n, author)
 		return
 	}
 	if !strings.Contains(req.Query, "node(id:$id)") {

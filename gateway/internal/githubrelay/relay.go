@@ -73,7 +73,7 @@ type Hub interface {
 // Owner says whether the gateway's account opened a pull request
 // (*servers/github.Server).
 type Owner interface {
-	OwnPR(ctx context.Context, owner, repo string, number int) error
+	OwnPR(ctx context.Context, tool, owner, repo string, number int) error
 }
 
 // Deps are the relay's collaborators (Logger optional).
@@ -207,7 +207,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if tool == "github__pr_edit" || tool == "github__pr_close" {
-		if err := h.d.Owner.OwnPR(r.Context(), rt.Owner, rt.Repo, rt.Number); err != nil {
+		if err := h.d.Owner.OwnPR(r.Context(), strings.TrimPrefix(tool, "github__"), rt.Owner, rt.Repo, rt.Number); err != nil {
 			h.refuse(w, r, sess, tool, RuleNotOwnPR, err.Error(), withRoute(rec, rt))
 			return
 		}

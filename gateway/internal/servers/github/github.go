@@ -259,13 +259,17 @@ func cut(s string, n int) string {
 // OwnPR returns nil when pull request number of owner/repo was opened by
 // the gateway's account (the record the gateway keeps of the pull requests
 // it opened, through the tools or the GitHub relay alike), and an error
-// otherwise (not its own, or the API could not say). The error's text is
-// safe to show the agent.
-func (s *Server) OwnPR(ctx context.Context, owner, repo string, number int) error {
+// otherwise (not its own, or the API could not say). tool ("pr_edit" or
+// "pr_close") names the action in the refusal. The error's text is safe
+// to show the agent.
+func (s *Server) OwnPR(ctx context.Context, tool, owner, repo string, number int) error {
 	if s.token == "" {
 		return errors.New("the gateway has no GitHub token configured")
 	}
-	err := s.requireOwnPR(ctx, args{owner: owner, repo: repo, number: number}, "pr_edit")
+	if tool != "pr_close" {
+		tool = "pr_edit"
+	}
+	err := s.requireOwnPR(ctx, args{owner: owner, repo: repo, number: number}, tool)
 	var ae *agentError
 	switch {
 	case err == nil:
