@@ -17,6 +17,7 @@ import (
 type ghCLI struct {
 	bin, cfgDir, host string
 	proxy             string // HTTP_PROXY instead of the socket
+	work              string // a clone-like repository whose origin is host/acme/app
 }
 
 func newGHCLI(t *testing.T, e *env, host string, viaProxy bool) *ghCLI {
@@ -39,7 +40,12 @@ func newGHCLI(t *testing.T, e *env, host string, viaProxy bool) *ghCLI {
 		t.Fatal(err)
 	}
 	conf := "http_unix_socket: " + sock + "\nprompt: disabled\n"
-	g := &ghCLI{bin: bin, cfgDir: cfg, host: host}
+	g := &ghCLI{bin: bin, cfgDir: cfg, host: host, work: filepath.Join(dir, "work")}
+	for _, args := range [][]string{{"init", "-q", "-b", "feature", g.work}, {"-C", g.work, "remote", "add", "origin", "https://" + host + "/acme/app.git"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
 	if viaProxy {
 		// gh talks plain HTTP to api.github.localhost; HTTP_PROXY sends it
 		// to the agent port in absolute form, routed by its Host.
@@ -54,6 +60,7 @@ func newGHCLI(t *testing.T, e *env, host string, viaProxy bool) *ghCLI {
 
 func (g *ghCLI) run(args ...string) (string, error) {
 	cmd := exec.Command(g.bin, args...)
+	cmd.Dir = g.work
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + g.cfgDir, "XDG_CACHE_HOME=" + filepath.Join(g.cfgDir, "cache"), "TMPDIR=" + g.cfgDir, "XDG_STATE_HOME=" + filepath.Join(g.cfgDir, "state"), "XDG_DATA_HOME=" + filepath.Join(g.cfgDir, "data"), "GH_CONFIG_DIR=" + g.cfgDir, "GH_HOST=" + g.host,
 		"GH_TOKEN=" + agentTok, "GH_ENTERPRISE_TOKEN=" + agentTok, "GH_REPO=" + g.host + "/acme/app",
 		"GH_PROMPT_DISABLED=1", "GH_DEBUG=" + os.Getenv("GH_TEST_DEBUG"), "GH_NO_UPDATE_NOTIFIER=1", "NO_COLOR=1", "GH_PAGER=cat"}
@@ -91,6 +98,7 @@ func TestGHCLI(t *testing.T) {
 				args []string
 				tool string
 			}{
+				{args: []string{"pr", "create", "--head", "feature", "--base", "main", "--title", "t", "--body", "b"}, tool: "pr_create"},
 				{args: []string{"pr", "view", "11"}, tool: "pr_list"},
 				{args: []string{"pr", "comment", "1", "--body", "looks good"}, tool: "pr_comment"},
 				{args: []string{"pr", "close", "11"}, tool: "pr_close"},

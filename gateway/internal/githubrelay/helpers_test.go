@@ -119,6 +119,14 @@ func (f *fakeGitHub) graphql(w http.ResponseWriter, body string) {
 		Variables map[string]any `json:"variables"`
 	}
 	_ = json.Unmarshal([]byte(body), &req)
+	if strings.Contains(req.Query, "RepositoryInfo") {
+		fmt.Fprint(w, `{"data":{"repository":{"id":"R_app","name":"app","owner":{"login":"acme"},"hasIssuesEnabled":true,"description":"","hasWikiEnabled":false,"viewerPermission":"WRITE","defaultBranchRef":{"name":"main"},"parent":null,"mergeCommitAllowed":true,"rebaseMergeAllowed":true,"squashMergeAllowed":true}}}`)
+		return
+	}
+	if strings.Contains(req.Query, "createPullRequest") {
+		fmt.Fprint(w, `{"data":{"createPullRequest":{"pullRequest":{"id":"PR_12","url":"https://github.com/acme/app/pull/12"}}}}`)
+		return
+	}
 	if strings.Contains(req.Query, "projectItems") {
 		fmt.Fprint(w, `{"data":{"repository":{"pullRequest":{"projectItems":{"nodes":[],"pageInfo":{"hasNextPage":false,"endCursor":""}}}}}}`)
 		return
