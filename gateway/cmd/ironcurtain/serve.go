@@ -183,7 +183,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if door != nil {
 		apiMux.Handle(gitDoorPrefix, door)
 	}
-	ghRelay, err := githubRelay(cfg, hub, srvs, auth, getenv, log)
+	ghRelay, err := githubRelay(cfg, hub, srvs, auth, st.sink, getenv, log)
 	if err != nil {
 		return err
 	}

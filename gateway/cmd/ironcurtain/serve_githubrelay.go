@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/githubrelay"
 	"ironcurtain.dev/gateway/internal/mcphub"
@@ -16,7 +17,7 @@ import (
 // the hub's pipeline and the github server's record of its own pull
 // requests; nil when github.relay.disabled is set or no github server is
 // built. The relay sends the gateway's token (github.token_env/token_file).
-func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, auth session.Authenticator, getenv func(string) string, log *slog.Logger) (*githubrelay.Handler, error) {
+func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, auth session.Authenticator, sink audit.Sink, getenv func(string) string, log *slog.Logger) (*githubrelay.Handler, error) {
 	if cfg.GitHub.Relay.Disabled {
 		return nil, nil
 	}
@@ -39,7 +40,7 @@ func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, aut
 		MaxRESTBody: cfg.GitHub.Relay.MaxBodyBytes,
 		Timeout:     cfg.GitHub.Relay.Timeout,
 		Hosts:       cfg.GitHub.Relay.Hosts,
-	}, githubrelay.Deps{Hub: hub, Auth: auth, Owner: gh, Logger: log.With("component", "githubrelay")})
+	}, githubrelay.Deps{Hub: hub, Auth: auth, Owner: gh, Audit: sink, Logger: log.With("component", "githubrelay")})
 	if err != nil {
 		return nil, fmt.Errorf("building the GitHub relay: %w", err)
 	}

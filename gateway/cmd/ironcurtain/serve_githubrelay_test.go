@@ -54,12 +54,12 @@ func TestGitHubRelayBuilt(t *testing.T) {
 	srvs := []servers.Server{gh}
 	getenv := func(string) string { return "gateway-token" }
 	cfg := &config.Config{}
-	h, err := githubRelay(cfg, &mcphub.Hub{}, srvs, noAuth{}, getenv, slog.New(slog.DiscardHandler))
+	h, err := githubRelay(cfg, &mcphub.Hub{}, srvs, noAuth{}, nil, getenv, slog.New(slog.DiscardHandler))
 	if err != nil || h == nil {
 		t.Fatalf("githubRelay = %v, %v", h, err)
 	}
 	cfg.GitHub.Relay.Disabled = true
-	if h, err := githubRelay(cfg, &mcphub.Hub{}, srvs, noAuth{}, getenv, slog.New(slog.DiscardHandler)); err != nil || h != nil {
+	if h, err := githubRelay(cfg, &mcphub.Hub{}, srvs, noAuth{}, nil, getenv, slog.New(slog.DiscardHandler)); err != nil || h != nil {
 		t.Fatalf("disabled: githubRelay = %v, %v", h, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
 
@@ -164,7 +165,7 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 		h.refuse(w, r, sess, "github__pr_edit", RuleRequest, "a GraphQL request may hold one mutation field (each is decided on its own target: send them one by one)", rec)
 		return
 	}
-	tool, args, why := h.graphQLMutation(r.Context(), muts[0], vars)
+	tool, args, why := h.graphQLMutation(r.Context(), sess.ID, muts[0], vars)
 	if why != "" {
 		h.refuse(w, r, sess, tool, RuleRequest, why, rec)
 		return
@@ -311,7 +312,7 @@ func set(xs ...string) map[string]bool {
 // the input (inline or a variable) is read from the AST with the request's
 // variables, its node id is resolved to owner/repo[/number] with the
 // gateway's token, and the node's type must fit the mutation.
-func (h *Handler) graphQLMutation(ctx context.Context, f *ast.Field, vars map[string]any) (string, map[string]any, string) {
+func (h *Handler) graphQLMutation(ctx context.Context, sessionID string, f *ast.Field, vars map[string]any) (string, map[string]any, string) {
 	spec, ok := mutationInputs[f.Name]
 	if !ok {
 		return "github__pr_edit", nil, fmt.Sprintf("mutation %s is not on the gateway's list of allowed mutations", clip(f.Name))
@@ -339,7 +340,7 @@ func (h *Handler) graphQLMutation(ctx context.Context, f *ast.Field, vars map[st
 	if id == "" {
 		return "github__pr_edit", nil, fmt.Sprintf("mutation %s: %s is missing", f.Name, spec.idField)
 	}
-	node, err := h.resolveNode(ctx, id)
+	node, err := h.resolveNode(ctx, sessionID, id)
 	if err != nil {
 		h.log.Warn("github relay: resolving a node id failed", "err", h.redact(err.Error()))
 		return "github__pr_edit", nil, fmt.Sprintf("mutation %s: the node %s could not be resolved to a repository", f.Name, clip(id))
@@ -402,7 +403,7 @@ type nodeRef struct {
 const nodeQuery = `query($id:ID!){node(id:$id){__typename ... on Repository{nameWithOwner} ... on PullRequest{number repository{nameWithOwner}} ... on Issue{number repository{nameWithOwner}}}}`
 
 // resolveNode asks GitHub, with the gateway's token, what a node id is.
-func (h *Handler) resolveNode(ctx context.Context, id string) (nodeRef, error) {
+func (h *Handler) resolveNode(ctx context.Context, sessionID, id string) (nodeRef, error) {
 	if len(id) > 200 {
 		return nodeRef{}, errors.New("the node id is too long")
 	}
@@ -419,11 +420,16 @@ func (h *Handler) resolveNode(ctx context.Context, id string) (nodeRef, error) {
 	req.Header.Set("Authorization", "token "+h.cfg.Token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "ironcurtain-gateway")
+	start := time.Now()
 	resp, err := h.client.Do(req)
 	if err != nil {
+		h.egress(ctx, sessionID, http.MethodPost, h.graphql, start, int64(len(q)), 0, 0, err)
 		return nodeRef{}, fmt.Errorf("querying the node: %w", err)
 	}
 	defer resp.Body.Close()
+	defer func() {
+		h.egress(ctx, sessionID, http.MethodPost, h.graphql, start, int64(len(q)), 0, resp.StatusCode, nil)
+	}()
 	if resp.StatusCode != http.StatusOK {
 		return nodeRef{}, fmt.Errorf("querying the node: GitHub answered %d", resp.StatusCode)
 	}

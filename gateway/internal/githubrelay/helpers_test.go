@@ -213,6 +213,18 @@ func (s *memSink) outcome(callID string) *audit.ToolCallOutcome {
 	return nil
 }
 
+func (s *memSink) egress() []*audit.EgressEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*audit.EgressEvent
+	for _, e := range s.events {
+		if g, ok := e.(*audit.EgressEvent); ok {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 func (s *memSink) all() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -291,7 +303,7 @@ func newEnvTimeout(t testing.TB, useBase bool, callTimeout time.Duration) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{APIURL: e.gh.srv.URL + "/", Token: gatewayTok}, Deps{Hub: hub, Auth: tokenAuth{}, Owner: srv})
+	h, err := New(Config{APIURL: e.gh.srv.URL + "/", Token: gatewayTok}, Deps{Hub: hub, Auth: tokenAuth{}, Owner: srv, Audit: e.sink})
 	if err != nil {
 		t.Fatal(err)
 	}

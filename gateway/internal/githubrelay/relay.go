@@ -11,9 +11,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
+	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/mcphub"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
@@ -76,11 +80,15 @@ type Owner interface {
 	OwnPR(ctx context.Context, tool, owner, repo string, number int) error
 }
 
-// Deps are the relay's collaborators (Logger optional).
+// Deps are the relay's collaborators (Audit and Logger optional).
 type Deps struct {
-	Hub    Hub
-	Auth   session.Authenticator
-	Owner  Owner
+	Hub   Hub
+	Auth  session.Authenticator
+	Owner Owner
+	// Audit receives an egress row (kind "github") for each exchange the
+	// relay has with GitHub: a forwarded request carries its call's id, a
+	// node lookup made to decide a mutation only the session's.
+	Audit  audit.Sink
 	Logger *slog.Logger
 }
 
@@ -309,8 +317,10 @@ func (f *forwarder) run(ctx context.Context) (servers.Result, error) {
 	}
 	copyRequestHeaders(req.Header, f.r.Header)
 	req.Header.Set("Authorization", "token "+f.h.cfg.Token)
+	start := time.Now()
 	resp, err := f.h.client.Do(req)
 	if err != nil {
+		f.h.egress(ctx, "", f.r.Method, f.target, start, int64(len(f.body)), 0, 0, err)
 		f.h.log.Warn("github relay: upstream request failed", "err", f.h.redact(err.Error()))
 		return servers.ToolError("GitHub could not be reached"), nil
 	}
@@ -319,6 +329,7 @@ func (f *forwarder) run(ctx context.Context) (servers.Result, error) {
 	f.w.WriteHeader(resp.StatusCode)
 	f.wrote = true
 	n, err := io.Copy(f.w, resp.Body)
+	f.h.egress(ctx, "", f.r.Method, f.target, start, int64(len(f.body)), n, resp.StatusCode, err)
 	if err != nil {
 		return servers.ToolError(fmt.Sprintf("GitHub answered %d; streaming the answer failed after %d bytes", resp.StatusCode, n)), nil
 	}
@@ -328,6 +339,43 @@ func (f *forwarder) run(ctx context.Context) (servers.Result, error) {
 		return servers.ToolError(msg), nil
 	}
 	return servers.Text(msg), nil
+}
+
+// egress records one exchange with GitHub (an egress row of kind
+// "github"): the call's id when ctx carries one (the pipeline's Run), else
+// sessionID alone. Never the token: only method, host, port, path, sizes.
+func (h *Handler) egress(ctx context.Context, sessionID, method, target string, start time.Time, up, down int64, status int, err error) {
+	if h.d.Audit == nil {
+		return
+	}
+	info, _ := servers.CallInfoFrom(ctx)
+	if info.SessionID != "" {
+		sessionID = info.SessionID
+	}
+	u, perr := url.Parse(target)
+	if perr != nil {
+		return
+	}
+	port := 443
+	if p := u.Port(); p != "" {
+		if n, aerr := strconv.Atoi(p); aerr == nil {
+			port = n
+		}
+	} else if u.Scheme == "http" {
+		port = 80
+	}
+	ev := &audit.EgressEvent{ID: uuid.NewString(), SessionID: sessionID, ToolCallID: info.CallID, Time: start,
+		Kind: "github", Method: method, Host: u.Hostname(), Port: port, Decision: "allow",
+		Reason: fmt.Sprintf("GitHub relay: %s %s answered %d", method, clip(u.Path), status), BytesUp: up, BytesDown: down, Duration: time.Since(start)}
+	if info.CallID == "" {
+		ev.Reason = "GitHub relay: node lookup to decide a mutation, answered " + strconv.Itoa(status)
+	}
+	if err != nil {
+		ev.Error = clip(h.redact(err.Error()))
+	}
+	if rerr := h.d.Audit.Record(context.WithoutCancel(ctx), ev); rerr != nil {
+		h.log.Warn("github relay: recording the upstream exchange failed", "err", rerr)
+	}
 }
 
 // refuse records a refusal the relay made before any policy question and

@@ -340,3 +340,35 @@ func TestCallTimeoutMidStream(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressRows: each exchange with GitHub is an egress row of kind
+// github: a forwarded request carries its call's id, the node lookup of a
+// mutation the session's; a refused request has none.
+func TestEgressRows(t *testing.T) {
+	e := newEnv(t, false)
+	if code, _, _ := e.do(t, "GET", "/github/repos/acme/app/pulls/1", "", nil); code != 200 {
+		t.Fatalf("view: %d", code)
+	}
+	call := e.sink.decisions()[len(e.sink.decisions())-1].CallID
+	rows := e.sink.egress()
+	if len(rows) != 1 || rows[0].Kind != "github" || rows[0].ToolCallID != call || rows[0].SessionID != "s1" || rows[0].Method != "GET" || rows[0].BytesDown == 0 {
+		t.Fatalf("egress rows %+v", rows)
+	}
+	body := `{"query":"mutation{addComment(input:{subjectId:\"I_5\",body:\"x\"}){clientMutationId}}"}`
+	if code, _, _ := e.do(t, "POST", "/github/graphql", body, nil); code != 200 {
+		t.Fatalf("comment: %d", code)
+	}
+	call = e.sink.decisions()[len(e.sink.decisions())-1].CallID
+	rows = e.sink.egress()[1:]
+	if len(rows) != 2 || rows[0].ToolCallID != "" || rows[0].SessionID != "s1" || !strings.Contains(rows[0].Reason, "node lookup") ||
+		rows[1].ToolCallID != call || rows[1].Method != "POST" {
+		t.Fatalf("egress rows %+v %+v", rows[0], rows[len(rows)-1])
+	}
+	if code, _, _ := e.do(t, "PUT", "/github/repos/acme/app/pulls/11/merge", "{}", nil); code != 403 {
+		t.Fatalf("merge: %d", code)
+	}
+	if n := len(e.sink.egress()); n != 3 {
+		t.Fatalf("%d egress rows after a refusal, want 3", n)
+	}
+	checkTokens(t, e)
+}
