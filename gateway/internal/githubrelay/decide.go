@@ -248,6 +248,18 @@ func (h *Handler) graphQLRead(doc *ast.QueryDocument, vars map[string]any) (stri
 			if !readRootFields[f.Name] {
 				return "github__pr_view", nil, fmt.Sprintf("the GraphQL query field %s is not relayed (only repository, viewer, rateLimit and introspection)", clip(f.Name))
 			}
+			if f.Name == "viewer" || f.Name == "rateLimit" {
+				// The account's own scalars only (login, id, limits): the
+				// viewer's repositories and organisations would be reads
+				// of repositories no decision names.
+				for _, sel := range f.SelectionSet {
+					leaf, ok := sel.(*ast.Field)
+					if !ok || len(leaf.SelectionSet) != 0 {
+						return "github__pr_list", nil, fmt.Sprintf("the GraphQL %s field may select only scalar fields (such as login)", f.Name)
+					}
+				}
+				continue
+			}
 			if f.Name != "repository" {
 				continue
 			}

@@ -79,6 +79,8 @@ func TestRefusedNeverReachGitHub(t *testing.T) {
 		{name: "graphql node query", method: "POST", path: "/github/graphql", body: gql(`{node(id:"R_other"){id}}`), rule: RuleRequest},
 		{name: "graphql subscription", method: "POST", path: "/github/graphql", body: gql(`subscription{x}`), rule: RuleRequest},
 		{name: "graphql query beside a mutation", method: "POST", path: "/github/graphql", body: gql(`query Q{repository(owner:"secret",name:"x"){id}} mutation M{addComment(input:{subjectId:"PR_11",body:"x"}){clientMutationId}}`, "operationName", "Q"), rule: RuleRequest},
+		{name: "graphql viewer repositories", method: "POST", path: "/github/graphql", body: gql(`{viewer{login repositories(first:100){nodes{nameWithOwner}}}}`), rule: RuleRequest},
+		{name: "graphql viewer fragment", method: "POST", path: "/github/graphql", body: gql(`{viewer{... on User{organizations(first:5){nodes{login}}}}}`), rule: RuleRequest},
 		{name: "graphql two repositories", method: "POST", path: "/github/graphql", body: gql(`{a: repository(owner:"acme",name:"app"){id} b: repository(owner:"other",name:"x"){id}}`), rule: RuleRequest},
 	}
 	for _, tt := range tests {
