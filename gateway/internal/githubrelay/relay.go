@@ -20,6 +20,7 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/mcphub"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
 )
@@ -79,6 +80,11 @@ type Hub interface {
 type Owner interface {
 	OwnPR(ctx context.Context, tool, owner, repo string, number int) error
 }
+
+var (
+	_ Hub   = (*mcphub.Hub)(nil)
+	_ Owner = (*github.Server)(nil)
+)
 
 // Deps are the relay's collaborators (Audit and Logger optional).
 type Deps struct {
