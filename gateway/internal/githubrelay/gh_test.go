@@ -24,6 +24,9 @@ func newGHCLI(t *testing.T, e *env, host string, viaProxy bool) *ghCLI {
 	t.Helper()
 	bin, err := exec.LookPath("gh")
 	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the gh CLI is not installed (scripts/prereqs.sh installs it); in CI that is a failure, never a skip")
+		}
 		t.Skip("the gh CLI is not installed (apt-get install gh); the e2e suite runs it in the agent-shell image")
 	}
 	dir := t.TempDir()
