@@ -133,8 +133,15 @@ FROM generate_series(1, $2) i`, argBytes, rows); err != nil {
 			var n int64
 			heap, rss := memPeak(t, func() { n = r.read(t) })
 			t.Logf("%s: %d bytes read; peak growth above idle: heap %.1f MB, RSS %.1f MB", r.name, n, float64(heap)/1e6, float64(rss)/1e6)
-			if heap > r.budget || rss > r.budget {
-				t.Fatalf("%s grew the heap by %d and the RSS by %d bytes (budget %d)", r.name, heap, rss, r.budget)
+			// Under the race detector RSS includes its shadow memory (several
+			// times what the read touched): there the read's own budget holds
+			// the heap, and RSS is held to the issue's bound, memBudget.
+			rssBudget := r.budget
+			if raceEnabled {
+				rssBudget = max(r.budget, memBudget)
+			}
+			if heap > r.budget || rss > rssBudget {
+				t.Fatalf("%s grew the heap by %d (budget %d) and the RSS by %d bytes (budget %d)", r.name, heap, r.budget, rss, rssBudget)
 			}
 		})
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package opsapi
+
+const raceEnabled = false
