@@ -30,6 +30,9 @@ func setupGit(t testing.TB, dir string, args ...string) string {
 func newRepo(t *testing.T) Repo {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("git is required in CI: %v", err)
+		}
 		t.Skip("git not installed")
 	}
 	root, err := filepath.EvalSymlinks(t.TempDir())
