@@ -27,6 +27,7 @@ import (
 const (
 	envGatewayImage  = "IC_GATEWAY_IMAGE"     // default ironcurtain/gateway:dev
 	envAgentImage    = "IC_AGENT_IMAGE"       // default ironcurtain/agent:dev
+	envShellImage    = "IC_AGENT_SHELL_IMAGE" // default ironcurtain/agent-shell:dev
 	envPostgresImage = "IC_POSTGRES_IMAGE"    // default ironcurtain/postgres-offline:15
 	envFixtureImage  = "IC_E2E_FIXTURE_IMAGE" // image the internet fixture runs in (default: the gateway image, which has git)
 	envNoBuild       = "IC_E2E_NO_BUILD"      // "1": never run `make images` for missing images
@@ -35,7 +36,10 @@ const (
 
 // sessions are the agent sessions of the scenarios (one each, so that every
 // scenario's audit trail and hash chain stand alone).
-var sessions = []string{"egress", "files", "git", "relay", "restart", "outage"}
+var sessions = []string{"egress", "files", "git", "relay", "restart", "outage", shellSession}
+
+// shellSession is the session of the agent-shell container (anyagent_test.go).
+const shellSession = "anyagent"
 
 // modelScript is the fake model's conversation (the relay scenario): one
 // code step, then a final answer that quotes what the tool returned.
@@ -111,7 +115,8 @@ func setup() (*stack.Stack, error) {
 	gw := envOr(envGatewayImage, "ironcurtain/gateway:dev")
 	agent := envOr(envAgentImage, "ironcurtain/agent:dev")
 	pg := envOr(envPostgresImage, "ironcurtain/postgres-offline:15")
-	if err := ensureImages(ctx, gw, agent, pg); err != nil {
+	shell := envOr(envShellImage, "ironcurtain/agent-shell:dev")
+	if err := ensureImages(ctx, gw, agent, pg, shell); err != nil {
 		return nil, err
 	}
 	var err error
@@ -127,15 +132,17 @@ func setup() (*stack.Stack, error) {
 		return nil, err
 	}
 	return stack.Start(ctx, stack.Options{
-		GatewayImage:   gw,
-		AgentImage:     agent,
-		PostgresImage:  pg,
-		BaseImage:      envOr(envFixtureImage, gw),
-		InternetBinary: internet,
-		ProbeBinary:    probe,
-		ModelScript:    []byte(modelScript),
-		Sessions:       sessions,
-		Logf:           log.Printf,
+		GatewayImage:    gw,
+		AgentImage:      agent,
+		AgentShellImage: shell,
+		ShellSession:    shellSession,
+		PostgresImage:   pg,
+		BaseImage:       envOr(envFixtureImage, gw),
+		InternetBinary:  internet,
+		ProbeBinary:     probe,
+		ModelScript:     []byte(modelScript),
+		Sessions:        sessions,
+		Logf:            log.Printf,
 	})
 }
 

@@ -14,8 +14,9 @@ import (
 	"strings"
 )
 
-// repoName is what -git-repos accepts (it becomes a directory name).
-var repoName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
+// repoName is what -git-repos accepts (it becomes a directory name, under
+// an owner's directory for owner/name).
+var repoName = regexp.MustCompile(`^([a-z][a-z0-9-]{0,40}/)?[a-z][a-z0-9-]{0,40}$`)
 
 // gitRemote serves bare repositories under root over git's smart HTTP
 // protocol (fetch and push), for clients that present token as the basic

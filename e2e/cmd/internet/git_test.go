@@ -34,8 +34,13 @@ func TestGitRemote(t *testing.T) {
 	if err := createRepo(ctx, root, "project"); err != nil {
 		t.Fatal(err)
 	}
-	if err := createRepo(ctx, root, "../escape"); err == nil {
-		t.Fatal("createRepo accepted a path as a name")
+	if err := createRepo(ctx, root, "acme/app"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"../escape", "acme/../escape", "a/b/c", "/abs"} {
+		if err := createRepo(ctx, root, bad); err == nil {
+			t.Fatalf("createRepo accepted %q as a name", bad)
+		}
 	}
 	h := &handler{log: slog.New(slog.NewTextHandler(io.Discard, nil)), git: &gitRemote{root: root, backend: backendPath, token: "git-secret"}}
 	srv := httptest.NewServer(h)

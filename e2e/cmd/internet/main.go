@@ -5,6 +5,8 @@
 //
 //   - git.*   a git smart-HTTP remote (git http-backend through CGI) that
 //     requires the gateway's git token (basic auth);
+//   - api.*   a fake GitHub API (REST and GraphQL, github.go) that requires
+//     the gateway's GitHub token;
 //   - model.* a fake model provider speaking the Anthropic Messages API:
 //     it checks that the relay injected the real API key, that no agent
 //     credential reached it, and plays a scripted conversation;
@@ -52,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	certFile := fs.String("cert", "/srv/e2e/tls.crt", "TLS certificate (PEM)")
 	keyFile := fs.String("key", "/srv/e2e/tls.key", "TLS private key (PEM)")
 	gitRoot := fs.String("git-root", "/srv/git", "directory of the bare repositories")
-	repos := fs.String("git-repos", "project", "comma-separated bare repositories to create (with a main branch)")
+	repos := fs.String("git-repos", "project,acme/app", "comma-separated bare repositories to create (with a main branch): name or owner/name")
 	backend := fs.String("git-http-backend", "/usr/lib/git-core/git-http-backend", "path of git http-backend")
 	script := fs.String("model-script", "/srv/e2e/model-script.json", "scripted model conversation (JSON)")
 	if err := fs.Parse(args); err != nil {
@@ -86,6 +88,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log:   log,
 		model: &model{key: modelKey, forbidden: splitList(getenv(envForbidden)), steps: steps},
 		git:   &gitRemote{root: *gitRoot, backend: *backend, token: gitToken},
+		gh:    newFakeGitHub(gitToken),
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -129,6 +132,7 @@ type handler struct {
 	log   *slog.Logger
 	model *model
 	git   *gitRemote
+	gh    *fakeGitHub
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -143,6 +147,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		note = h.git.serve(rec, r)
 	case "model":
 		note = h.model.serve(rec, r)
+	case "api":
+		note = h.gh.serve(rec, r)
 	default:
 		note = "page"
 		rec.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -51,6 +51,9 @@ servers:
   fetch:
     # The fetch tool's own allowlist (the gateway refuses to start without one).
     allowed_domains: [%s]
+  git:
+    # The hosts the git door serves (and the git tools reach).
+    allowed_domains: [%s]
 
 ops:
   # The ops network's address only: the agent's network cannot reach the
@@ -76,6 +79,11 @@ relay:
     base_url: %s
     api_key_env: ANTHROPIC_API_KEY
 
+github:
+  # The suite's fake GitHub API (REST and GraphQL) in the internet container.
+  api_url: %s
+  token_env: GITHUB_TOKEN
+
 git:
   token_env: GITHUB_TOKEN
   token_hosts: [%s]
@@ -85,6 +93,6 @@ git:
 
 mcp:
   progress_every: 5s
-`, q(HostAllowed), hostGatewayOps, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q(HostGit))
+`, q(HostAllowed), q(HostGit), hostGatewayOps, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q("https://"+HostGitHub+"/"), q(HostGit))
 	return []byte(b.String())
 }

@@ -377,6 +377,19 @@ func (s *Stack) RemoteGit(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(r.Stdout), nil
 }
 
+// RemoteRepoGit runs git against a bare repository (GitRepo, OwnerRepo)
+// served by the internet container.
+func (s *Stack) RemoteRepoGit(ctx context.Context, repo string, args ...string) (string, error) {
+	r, err := s.ExecInternet(ctx, append([]string{"git", "--git-dir", "/srv/git/" + repo + ".git"}, args...)...)
+	if err != nil {
+		return "", err
+	}
+	if r.Code != 0 {
+		return "", fmt.Errorf("git %s on the remote %s: %s", strings.Join(args, " "), repo, r)
+	}
+	return strings.TrimSpace(r.Stdout), nil
+}
+
 // ScanFilesystem exports a container's filesystem (every file, whatever
 // its permissions; volumes excluded) and reports every file that holds one
 // of secrets (name → value).

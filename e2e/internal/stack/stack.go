@@ -45,6 +45,7 @@ const (
 	HostBlocked  = "blocked.internet.test" // answers, but not allowlisted
 	HostGit      = "git.internet.test"     // git smart HTTP
 	HostModel    = "model.internet.test"   // fake Anthropic API
+	HostGitHub   = "api.internet.test"     // fake GitHub API (github.api_url)
 	hostInternet = "internet"
 	hostGateway  = "gateway"
 	// hostGatewayOps is the gateway's name on the ops network only; the
@@ -53,8 +54,14 @@ const (
 	hostPostgres   = "postgres"
 )
 
-// GitRepo is the bare repository the internet container serves.
-const GitRepo = "project"
+// GitRepo is the bare repository the internet container serves; OwnerRepo
+// is the one served under an owner (git.internet.test/acme/app.git), the
+// layout the git door (/git/<host>/<owner>/<repo>.git) and the fake GitHub
+// API name.
+const (
+	GitRepo   = "project"
+	OwnerRepo = "acme/app"
+)
 
 // Paths inside the agent container.
 const (
@@ -81,6 +88,11 @@ type Options struct {
 	AgentImage    string // the real agent image (ironcurtain/agent:dev)
 	PostgresImage string // IC_POSTGRES_IMAGE
 	BaseImage     string // the base image the fixtures run in (git, sh)
+	// AgentShellImage, when set, starts the agent-shell image
+	// (ironcurtain/agent-shell:dev) on the agent network as Shell, with
+	// the agent token of ShellSession.
+	AgentShellImage string
+	ShellSession    string
 
 	InternetBinary string // static build of e2e/cmd/internet
 	ProbeBinary    string // static build of e2e/cmd/probe
@@ -135,6 +147,7 @@ type Stack struct {
 	Gateway  *testcontainers.DockerContainer
 	Internet *testcontainers.DockerContainer
 	Agent    *testcontainers.DockerContainer
+	Shell    *testcontainers.DockerContainer // the agent-shell container (nil unless Options.AgentShellImage)
 	oneShots []*testcontainers.DockerContainer
 }
 
@@ -190,6 +203,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		{"internet", s.startInternet},
 		{"gateway", s.startGateway},
 		{"agent", s.startAgent},
+		{"agent shell", s.startShell},
 	}
 	for _, st := range steps {
 		begin := time.Now()
@@ -203,7 +217,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 
 // Close removes every container, network and volume of the run.
 func (s *Stack) Close(ctx context.Context) {
-	for _, c := range append([]*testcontainers.DockerContainer{s.Agent, s.Gateway, s.Internet, s.Postgres}, s.oneShots...) {
+	for _, c := range append([]*testcontainers.DockerContainer{s.Shell, s.Agent, s.Gateway, s.Internet, s.Postgres}, s.oneShots...) {
 		if c != nil {
 			_ = c.Terminate(ctx, testcontainers.StopTimeout(time.Second))
 		}
@@ -354,7 +368,7 @@ func (s *Stack) migrate(ctx context.Context) error {
 }
 
 func (s *Stack) startInternet(ctx context.Context) error {
-	names := []string{HostAllowed, HostBlocked, HostGit, HostModel, hostInternet}
+	names := []string{HostAllowed, HostBlocked, HostGit, HostModel, HostGitHub, hostInternet}
 	pair, err := s.CA.Issue(names...)
 	if err != nil {
 		return err
@@ -476,6 +490,38 @@ func (s *Stack) startAgent(ctx context.Context) error {
 		return fmt.Errorf("starting the agent container: %w", err)
 	}
 	return nil
+}
+
+// startShell starts the agent-shell image as it is deployed: on the
+// agent network only, with the agent token of its session in the
+// environment and nothing else (git and gh reach the gateway at
+// http://gateway:8080, the image's default). Its main process idles.
+func (s *Stack) startShell(ctx context.Context) error {
+	if s.opts.AgentShellImage == "" {
+		return nil
+	}
+	c, err := testcontainers.Run(ctx, s.opts.AgentShellImage,
+		testcontainers.WithName(s.name("agent-shell")),
+		testcontainers.WithLabels(s.labels),
+		network.WithNetwork([]string{"agent-shell"}, s.agentNet),
+		testcontainers.WithEntrypoint("sleep"),
+		testcontainers.WithCmd("infinity"),
+		testcontainers.WithEnv(map[string]string{"IRONCURTAIN_AGENT_TOKEN": s.AgentTokens[s.opts.ShellSession]}),
+	)
+	s.Shell = c
+	if err != nil {
+		return fmt.Errorf("starting the agent-shell container: %w", err)
+	}
+	return nil
+}
+
+// ExecShell runs a command in the agent-shell container as the image's
+// user, with env (KEY=VALUE) added to the container's environment.
+func (s *Stack) ExecShell(ctx context.Context, env []string, cmd ...string) (ExecResult, error) {
+	if s.Shell == nil {
+		return ExecResult{}, errors.New("no agent-shell container (Options.AgentShellImage is empty)")
+	}
+	return execIn(ctx, s.cli, s.Shell.ID, cmd, env, nil)
 }
 
 // AgentEnv is the agent's environment for a session: what the Compose
