@@ -123,9 +123,9 @@ type Proxy struct {
 	inflight sync.WaitGroup
 	conns    map[net.Conn]struct{} // hijacked connections, closed when a drain times out
 
-	limiter       *netlimit.Limiter // set by Serve
-	authFails     *authFailures     // unauthenticated requests, written as one row per source per minute
-	authAggWindow time.Duration     // authAggWindow; shorter in tests
+	limiter       atomic.Pointer[netlimit.Limiter] // set by Serve
+	authFails     *authFailures                    // unauthenticated requests, written as one row per source per minute
+	authAggWindow time.Duration                    // authAggWindow; shorter in tests
 }
 
 // NewProxy validates c and builds the proxy.
@@ -239,7 +239,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("serving egress proxy: %w", err)
 	}
-	p.limiter = lim
+	p.limiter.Store(lim)
 	srv := &http.Server{
 		Handler:           p,
 		ReadHeaderTimeout: p.cfg.ReadHeaderTimeout,
