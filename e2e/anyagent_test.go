@@ -2,9 +2,8 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -300,20 +299,16 @@ git commit -q --amend -m "Add the agent shell's feature, rewritten"`); r.Code !=
 		t.Fatalf("preparing the gh repository: %s", r)
 	}
 	pr := "11" // the fake GitHub numbers pull requests from 11
-	// The pull request is opened with gh api (REST), decided as
-	// github__pr_create like gh pr create's GraphQL mutation. (gh pr create
-	// itself stops before any request in the agent shell: see the report
-	// of issue 12.)
-	t.Run("gh api opens a pull request, escalated and approved", func(t *testing.T) {
+	// gh pr create (its GraphQL createPullRequest, the repository's node id
+	// resolved by the relay), decided as github__pr_create.
+	t.Run("gh pr create opens a pull request, escalated and approved", func(t *testing.T) {
 		r := decided(t, "github", "pr_create", true, "e2e operator approves the pull request",
-			"cd "+ghRepo+" && gh api -X POST repos/acme/app/pulls -f title='Agent shell feature' -f head=feature -f base=main -f body='From the e2e agent shell' 2>&1")
-		var created struct {
-			Number int `json:"number"`
+			"cd "+ghRepo+" && gh pr create --title 'Agent shell feature' --body 'From the e2e agent shell' --base main 2>&1")
+		m := regexp.MustCompile(`/pull/([0-9]+)`).FindStringSubmatch(r.Stdout)
+		if r.Code != 0 || m == nil {
+			t.Fatalf("gh pr create: %s", r)
 		}
-		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &created) != nil || created.Number == 0 {
-			t.Fatalf("gh api -X POST repos/acme/app/pulls: %s", r)
-		}
-		pr = strconv.Itoa(created.Number)
+		pr = m[1]
 		var recorded bool
 		for _, c := range toolCalls(t, ctx, s, session) {
 			if c.Server == "github" && c.Tool == "pr_create" && c.Decision == "escalate" && c.Outcome == "ok" && strings.Contains(c.Args, "github-relay") {
@@ -323,7 +318,7 @@ git commit -q --amend -m "Add the agent shell's feature, rewritten"`); r.Code !=
 		if !recorded {
 			t.Error("no record of the relayed github__pr_create (escalated, ok)")
 		}
-		if n := countGitHub(t, ctx, s, "token ok POST /repos/acme/app/pulls"); n != 1 {
+		if n := countGitHub(t, ctx, s, "createPullRequest"); n != 1 {
 			t.Errorf("the fake GitHub received %d pull request creations, want 1", n)
 		}
 	})
