@@ -3,6 +3,7 @@ package githttp
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -119,5 +120,37 @@ func BenchmarkPushMemory(b *testing.B) {
 		b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
 		b.ReportMetric(float64(peak.Load()-min(peak.Load(), base.HeapInuse))/(1<<20), "heap-growth-MB")
 		b.ReportMetric(float64(mb), "pack-MB")
+	}
+}
+
+// BenchmarkClone clones a repository holding ~10 MB of incompressible data
+// through the door (a git__fetch decision and a refresh of the mirror from
+// upstream, then the pack from the mirror) and directly from the same
+// upstream, with the real git client. Compare the MB/s for the ratio.
+//
+//	go test ./internal/githttp/ -run XXX -bench BenchmarkClone -benchtime 5x
+func BenchmarkClone(b *testing.B) {
+	const size = 10 << 20
+	e := newEnv(b, envOptions{})
+	work := e.clone(b)
+	e.commit(b, work, "big.bin", randomTextSeed(size, 0x9e3779b97f4a7c15))
+	e.mustGit(b, work, "push", "-q", "origin", "HEAD:refs/heads/data") // a clone fetches every branch
+	for _, via := range []string{"direct", "door"} {
+		b.Run(via, func(b *testing.B) {
+			src := e.url
+			var extra []string
+			if via == "direct" {
+				src = "https://x-access-token:" + upstreamToken + "@" + e.up.host + "/acme/app.git"
+				extra = []string{"-c", "http.sslCAInfo=" + e.up.caFile}
+			}
+			b.SetBytes(size)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				dir := filepath.Join(b.TempDir(), "c")
+				b.StartTimer()
+				e.mustGit(b, "", append(extra, "clone", "-q", src, dir)...)
+			}
+		})
 	}
 }
