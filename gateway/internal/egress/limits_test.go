@@ -326,6 +326,10 @@ func TestProxyAuditDownFailsClosed(t *testing.T) {
 	if s := status(); s != http.StatusServiceUnavailable {
 		t.Fatalf("with the audit sink down: %d; want 503", s)
 	}
+	// The refusal is recorded after its response is sent: wait until that
+	// record has failed too, or it could land after recovery and re-open
+	// egress before the request below.
+	waitFor(t, func() bool { return testutil.ToFloat64(tp.p.metrics.auditFailures) >= 2 })
 	tp.sink.setFail(false)
 	if s := status(); s != http.StatusServiceUnavailable {
 		t.Fatalf("first request after recovery: %d; want 503 (its record re-opens egress)", s)
