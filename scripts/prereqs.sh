@@ -16,7 +16,8 @@
 #   - Debian packages: make, git, curl, unzip, gcc and libc6-dev (for -race), flock,
 #     sha256sum, debootstrap and the Debian archive keyring (for the offline images),
 #     ca-certificates, the Docker client and daemon (docker.io) and docker-compose, and the
-#     GitHub CLI (gh: the GitHub relay's tests drive it);
+#     GitHub CLI (gh: the GitHub relay's tests drive it), and Chromium (the console's
+#     e2e test drives it headless);
 #   - Go: when Go >= 1.26 is not on PATH, the pinned Go 1.26.8 toolchain from the Go module
 #     proxy, checked against its go.sum hash, into ~/.cache/ironcurtain/toolchain.
 # Packages are installed as root, or through password-less sudo; otherwise it stops and
@@ -75,7 +76,7 @@ install_packages() {
     sha256sum:coreutils debootstrap:debootstrap \
     /usr/share/keyrings/debian-archive-keyring.gpg:debian-archive-keyring \
     /usr/include/stdlib.h:libc6-dev /etc/ssl/certs/ca-certificates.crt:ca-certificates \
-    docker:docker.io gh:gh; do
+    docker:docker.io gh:gh chromium:chromium; do
     cmd=${pair%%:*}
     pkg=${pair#*:}
     if [[ $cmd == /* ]]; then
