@@ -57,6 +57,12 @@ func (l *listener) wake(id string) {
 		default:
 		}
 	}
+	for ch := range l.waiters[watchAll] { // Watch: every change
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (l *listener) wakeAll() {

@@ -286,6 +286,7 @@ RETURNING `+escalationColumns,
 	}
 	if e.Status == StatusPending {
 		p.m.opened.WithLabelValues(e.Kind).Inc()
+		p.notifyOpened(ctx, e.ID)
 		if p.hook != nil {
 			p.hook.announce(e)
 		}
