@@ -23,6 +23,7 @@ type Engine struct {
 	warnings []string
 	rebase   Rebase // how LoadDir moved the rules to the configured sandbox
 	reach    reach  // what confined servers can reach (reach.go)
+	content  string // content hash of the artifacts and settings (version.go)
 }
 
 // Evaluation is the outcome of one call: the decision, the arguments to send

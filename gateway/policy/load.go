@@ -19,12 +19,16 @@ import (
 // "sandbox" field, else DefaultCompiledSandbox) to s.Sandbox: see
 // Engine.Rebase, which the caller logs.
 func LoadDir(dir string, s Settings) (*Engine, error) {
-	e, err := loadDir(dir, s)
+	return loadDirFS(dir, s, osFS{})
+}
+
+func loadDirFS(dir string, s Settings, fsys fileSystem) (*Engine, error) {
+	e, err := loadDir(dir, s, fsys)
 	if err != nil {
 		return nil, err
 	}
 	if s.ShadowPolicyDir != "" {
-		shadow, err := loadDir(s.ShadowPolicyDir, s)
+		shadow, err := loadDir(s.ShadowPolicyDir, s, fsys)
 		if err != nil {
 			return nil, fmt.Errorf("loading shadow policy: %w", err)
 		}
@@ -33,7 +37,7 @@ func LoadDir(dir string, s Settings) (*Engine, error) {
 	return e, nil
 }
 
-func loadDir(dir string, s Settings) (*Engine, error) {
+func loadDir(dir string, s Settings, fsys fileSystem) (*Engine, error) {
 	read := func(name string, optional bool) ([]byte, string, error) {
 		path := filepath.Join(dir, name)
 		b, err := os.ReadFile(path)
@@ -94,7 +98,7 @@ func loadDir(dir string, s Settings) (*Engine, error) {
 	}
 	e, err := newEngine(pol, ann, lists, s, fileNames{
 		policy: filepath.Join(dir, CompiledPolicyFile), lists: filepath.Join(dir, DynamicListsFile), ann: path,
-	})
+	}, fsys)
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
 	}
@@ -107,14 +111,14 @@ type fileNames struct{ policy, lists, ann string }
 // New builds an engine from parsed artifacts. a and l may be nil. Errors
 // name the artifact and the JSON path, or the settings field.
 func New(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings) (*Engine, error) {
-	return newEngine(p, a, l, s, fileNames{policy: CompiledPolicyFile, lists: DynamicListsFile, ann: AnnotationsFile})
+	return newEngine(p, a, l, s, fileNames{policy: CompiledPolicyFile, lists: DynamicListsFile, ann: AnnotationsFile}, osFS{})
 }
 
-func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, files fileNames) (*Engine, error) {
+func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, files fileNames, fsys fileSystem) (*Engine, error) {
 	if p == nil {
 		return nil, &FileError{File: files.policy, Err: errors.New("missing compiled policy")}
 	}
-	e := &Engine{tools: map[string]*tool{}, trusted: map[string]bool{}, allow: map[string][]domainPattern{}, fs: osFS{}}
+	e := &Engine{tools: map[string]*tool{}, trusted: map[string]bool{}, allow: map[string][]domainPattern{}, fs: fsys}
 	if err := e.compileSettings(s); err != nil {
 		return nil, err
 	}
@@ -125,6 +129,7 @@ func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, f
 		return nil, err
 	}
 	e.checkReach()
+	e.content = contentVersion(p, a, l, s)
 	return e, nil
 }
 
