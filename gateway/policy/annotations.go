@@ -58,6 +58,7 @@ type toolAnnotationJSON struct {
 	Comment     string          `json:"comment,omitempty"`
 	Args        json.RawMessage `json:"args"`
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	Pin         *ToolPin        `json:"pin,omitempty"`
 }
 
 // MarshalJSON writes the original's format, keeping argument order.
@@ -82,7 +83,7 @@ func (t ToolAnnotation) MarshalJSON() ([]byte, error) {
 	}
 	args.WriteByte('}')
 	return json.Marshal(toolAnnotationJSON{ToolName: t.Tool, ServerName: t.Server, Comment: t.Comment,
-		Args: args.Bytes(), InputSchema: t.InputSchema})
+		Args: args.Bytes(), InputSchema: t.InputSchema, Pin: t.Pin})
 }
 
 // UnmarshalJSON reads the original's format, keeping argument order.
@@ -92,7 +93,7 @@ func (t *ToolAnnotation) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	*t = ToolAnnotation{Tool: raw.ToolName, Server: raw.ServerName, Comment: raw.Comment}
+	*t = ToolAnnotation{Tool: raw.ToolName, Server: raw.ServerName, Comment: raw.Comment, Pin: raw.Pin}
 	if len(raw.InputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.InputSchema), []byte("null")) {
 		t.InputSchema = append(json.RawMessage(nil), raw.InputSchema...)
 	}

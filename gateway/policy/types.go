@@ -106,13 +106,17 @@ const (
 // ToolAnnotation says which role each argument of a tool carries. Args keep
 // their declared order (the original evaluates roles in argument order).
 // It marshals to and from the original's tool-annotations.json entry:
-// {"toolName","serverName","comment","args":{name: spec},"inputSchema"}.
+// {"toolName","serverName","comment","args":{name: spec},"inputSchema"},
+// plus our "pin" (pin.go) for external tools.
 type ToolAnnotation struct {
 	Tool        string
 	Server      string
 	Comment     string
 	Args        []ArgAnnotation
 	InputSchema json.RawMessage
+	// Pin is the reviewed definition of an external tool (nil: never
+	// pinned; the hub hides such a tool).
+	Pin *ToolPin
 }
 
 // ArgAnnotation is the role specification of one named argument.
