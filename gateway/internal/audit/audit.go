@@ -39,6 +39,9 @@ type ToolCallDecision struct {
 	EscalationID string `json:"escalation_id,omitempty"`
 	// Detail is for operators only (never shown to the agent).
 	Detail string `json:"detail,omitempty"`
+	// PolicyVersion is policy.Engine.Version of the policy that decided
+	// (empty when no policy took part). In the hash chain when not empty.
+	PolicyVersion string `json:"policy_version,omitempty"`
 }
 
 // Outcome statuses of a tool call.

@@ -73,10 +73,18 @@ func fmtBool(b bool) string {
 func chainFields(e Event) (kind, session string, fields []string) {
 	switch x := e.(type) {
 	case *ToolCallDecision:
-		return TypeToolCallDecision, x.SessionID, []string{
+		fields := []string{
 			x.CallID, chainTime(x.Time), x.Server, x.Tool, string(x.Args), x.Decision, x.Rule, x.Reason,
 			x.ShadowDecision, x.ShadowRule, x.EscalationID, x.Detail,
 		}
+		// The policy version (migration 0007) is hashed only when set, so
+		// records written before it verify as they were written; a set
+		// version cannot be blanked without breaking the link (the field
+		// count is part of the hashed encoding).
+		if x.PolicyVersion != "" {
+			fields = append(fields, x.PolicyVersion)
+		}
+		return TypeToolCallDecision, x.SessionID, fields
 	case *ToolCallOutcome:
 		return TypeToolCallOutcome, x.SessionID, []string{
 			x.CallID, chainTime(x.Time), x.Status, strconv.FormatInt(int64(x.Duration), 10),

@@ -15,6 +15,7 @@ type tableColumns struct {
 		at                                               []time.Time
 		server, tool, args, decision, rule, reason       []string
 		shadowDecision, shadowRule, escalationID, detail []string
+		policyVersion                                    []string
 		prev, hash                                       [][]byte
 	}
 	out struct {
@@ -51,6 +52,7 @@ func (c *tableColumns) add(e Event, seq int64, prev, hash []byte) {
 		d.decision, d.rule, d.reason = append(d.decision, x.Decision), append(d.rule, x.Rule), append(d.reason, x.Reason)
 		d.shadowDecision, d.shadowRule = append(d.shadowDecision, x.ShadowDecision), append(d.shadowRule, x.ShadowRule)
 		d.escalationID, d.detail = append(d.escalationID, x.EscalationID), append(d.detail, x.Detail)
+		d.policyVersion = append(d.policyVersion, x.PolicyVersion)
 		d.prev, d.hash = append(d.prev, prev), append(d.hash, hash)
 	case *ToolCallOutcome:
 		o := &c.out
@@ -81,7 +83,7 @@ var (
 	toolCallColumns = []string{
 		"call_id text", "session_id text", "seq bigint", "at timestamptz", "server text", "tool text", "args text",
 		"decision text", "rule text", "reason text", "shadow_decision text", "shadow_rule text", "escalation_id text",
-		"detail text", "prev_hash bytea", "hash bytea",
+		"detail text", "policy_version text", "prev_hash bytea", "hash bytea",
 	}
 	outcomeColumns = []string{
 		"call_id text", "session_id text", "seq bigint", "at timestamptz", "status text", "duration_ns bigint",
@@ -114,7 +116,7 @@ func (c *tableColumns) args() (args []any, mask int) {
 	if d := &c.dec; len(d.callID) > 0 {
 		mask |= 1 << 0
 		args = append(args, d.callID, d.session, d.seq, d.at, d.server, d.tool, d.args, d.decision, d.rule, d.reason,
-			d.shadowDecision, d.shadowRule, d.escalationID, d.detail, d.prev, d.hash)
+			d.shadowDecision, d.shadowRule, d.escalationID, d.detail, d.policyVersion, d.prev, d.hash)
 	}
 	if o := &c.out; len(o.callID) > 0 {
 		mask |= 1 << 1

@@ -243,27 +243,27 @@ func (w *chainWalk) reportGaps() {
 // chainSQL reads every chained record of a session in seq order, one row
 // per record, from the four audit tables in one query (a merge of their
 // (session_id, seq) indexes). Columns: table, id, seq, at, prev_hash, hash,
-// ten text, four bigint, one boolean and one float slot (see scanChained),
+// eleven text, four bigint, one boolean and one float slot (see scanChained),
 // and for a decision whether its escalation's approval was used by it.
 const chainSQL = `
 SELECT 'tool_calls', c.call_id, c.seq, c.at, c.prev_hash, c.hash,
-       c.server, c.tool, c.args, c.decision, c.rule, c.reason, c.shadow_decision, c.shadow_rule, c.escalation_id, c.detail,
+       c.server, c.tool, c.args, c.decision, c.rule, c.reason, c.shadow_decision, c.shadow_rule, c.escalation_id, c.detail, c.policy_version,
        0::bigint, 0::bigint, 0::bigint, 0::bigint, false, 0::float8,
        c.escalation_id <> '' AND EXISTS (SELECT 1 FROM escalations e WHERE e.id = c.escalation_id AND e.consumed_by_call_id = c.call_id)
 FROM tool_calls c WHERE c.session_id = $1
 UNION ALL
 SELECT 'tool_call_outcomes', o.call_id, o.seq, o.at, o.prev_hash, o.hash,
-       o.status, o.error, '', '', '', '', '', '', '', '',
+       o.status, o.error, '', '', '', '', '', '', '', '', '',
        o.duration_ns, o.result_bytes, 0, 0, o.truncated, 0, false
 FROM tool_call_outcomes o WHERE o.session_id = $1
 UNION ALL
 SELECT 'egress_events', g.id, g.seq, g.at, g.prev_hash, g.hash,
-       g.tool_call_id, g.kind, g.method, g.host, g.resolved_ip, g.decision, g.reason, g.rule, g.error, '',
+       g.tool_call_id, g.kind, g.method, g.host, g.resolved_ip, g.decision, g.reason, g.rule, g.error, '', '',
        g.port, g.bytes_up, g.bytes_down, g.duration_ns, false, 0, false
 FROM egress_events g WHERE g.session_id = $1
 UNION ALL
 SELECT 'llm_calls', l.id, l.seq, l.at, l.prev_hash, l.hash,
-       l.provider, l.model, l.path, l.error, '', '', '', '', '', '',
+       l.provider, l.model, l.path, l.error, '', '', '', '', '', '', '',
        l.status_code, l.input_tokens, l.output_tokens, l.duration_ns, l.stream, l.cost_usd, false
 FROM llm_calls l WHERE l.session_id = $1
 ORDER BY 3`
@@ -279,7 +279,7 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 	var (
 		r   chained
 		at  time.Time
-		t   [10]string
+		t   [11]string
 		t2  []byte // the third text slot: a decision's arguments, scanned once as bytes
 		n   [4]int64
 		b   bool
@@ -289,7 +289,7 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 	for rows.Next() {
 		r = chained{}
 		if err := rows.Scan(&r.table, &r.id, &r.seq, &at, &r.prev, &r.hash,
-			&t[0], &t[1], &t2, &t[3], &t[4], &t[5], &t[6], &t[7], &t[8], &t[9],
+			&t[0], &t[1], &t2, &t[3], &t[4], &t[5], &t[6], &t[7], &t[8], &t[9], &t[10],
 			&n[0], &n[1], &n[2], &n[3], &b, &f, &ran); err != nil {
 			return fmt.Errorf("reading the chain: %w", err)
 		}
@@ -301,7 +301,7 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 		switch r.table {
 		case "tool_calls":
 			r.ev = &ToolCallDecision{CallID: r.id, SessionID: session, Time: at, Server: t[0], Tool: t[1], Args: json.RawMessage(t2),
-				Decision: t[3], Rule: t[4], Reason: t[5], ShadowDecision: t[6], ShadowRule: t[7], EscalationID: t[8], Detail: t[9]}
+				Decision: t[3], Rule: t[4], Reason: t[5], ShadowDecision: t[6], ShadowRule: t[7], EscalationID: t[8], Detail: t[9], PolicyVersion: t[10]}
 			r.ranOnApproval = ran
 		case "tool_call_outcomes":
 			r.ev = &ToolCallOutcome{CallID: r.id, SessionID: session, Time: at, Status: t[0], Error: t[1],
