@@ -14,8 +14,19 @@ import (
 
 // Session is an authenticated agent session.
 type Session struct {
-	ID   string // stable id: the configured name, used in every audit row
+	ID   string // stable id: the configured name or a minted id, used in every audit row
 	Name string
+	// Budget is the session's own budget (a minted session's); nil: the
+	// gateway's configured budgets apply.
+	Budget *Budget
+}
+
+// Budget is what a minted session may spend. A zero field means the
+// gateway's default for that measure (for tool calls: no limit).
+type Budget struct {
+	MaxTokens    int64   // model tokens (input + output), enforced by the model relay
+	MaxCostUSD   float64 // estimated model cost, enforced by the model relay
+	MaxToolCalls int64   // tool calls on every door, enforced by the MCP hub
 }
 
 // ErrUnknownToken is returned for a missing or unknown agent token.
