@@ -23,6 +23,7 @@ type Engine struct {
 	warnings []string
 	rebase   Rebase // how LoadDir moved the rules to the configured sandbox
 	reach    reach  // what confined servers can reach (reach.go)
+	secrets  *SecretScanner
 	content  string // content hash of the artifacts and settings (version.go)
 }
 
@@ -166,6 +167,23 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 	if ev, done := c.prepare(); done {
 		return ev
 	}
+	if ev, done := c.checkSpecialHosts(); done {
+		return ev
+	}
+	sd, secret := c.scanSecrets()
+	if secret && sd.Status == Deny {
+		return c.result(sd)
+	}
+	ev := c.evaluatePrepared()
+	if secret {
+		return withSecrets(ev, sd)
+	}
+	return ev
+}
+
+// evaluatePrepared runs the checks and rules after the values are prepared.
+func (c *call) evaluatePrepared() Evaluation {
+	r := c.req
 	if ev, done := c.checkProtected(); done {
 		return ev
 	}

@@ -198,6 +198,11 @@ func (e *Engine) compileSettings(s Settings) error {
 		return settingsErr("", err)
 	}
 	e.push = pc
+	sc, err := NewSecretScanner(s.Secrets)
+	if err != nil {
+		return settingsErr("secrets", err)
+	}
+	e.secrets = sc
 	e.settings = s
 	return nil
 }

@@ -46,10 +46,11 @@ var knownDifferences = map[string]string{
 	"git_worktree add in Downloads - should be allowed since agent has full write access there":     policyDisagrees,
 	"git_worktree remove in Downloads - should be allowed since agent has full delete access there": policyDisagrees,
 	// Deliberate differences (docs/policy.md).
-	"Push to GitHub remote - requires human approval":                 "stricter: a push needs a real repository to resolve (none exists here) and main is protected",
-	"Force push to remote with SSH URL - requires human approval":     "stricter: force push is denied structurally",
-	"git_push with delete flag to remote - requires human approval":   "stricter: remote branch deletion is denied structurally",
-	"Merge a pull request — write operation requiring human approval": "stricter: PR merge tools are denied structurally",
+	"Push to GitHub remote - requires human approval":                      "stricter: a push needs a real repository to resolve (none exists here) and main is protected",
+	"Force push to remote with SSH URL - requires human approval":          "stricter: force push is denied structurally",
+	"git_push with delete flag to remote - requires human approval":        "stricter: remote branch deletion is denied structurally",
+	"Merge a pull request — write operation requiring human approval":      "stricter: PR merge tools are denied structurally",
+	"Fetch content from an internal/private IP address — should be denied": "stricter: a URL naming a non-public address is denied structurally (structural-special-host)",
 }
 
 const policyDisagrees = "the scenario's expectation disagrees with the shipped compiled policy; the original engine decides as we do"

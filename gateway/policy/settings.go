@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -65,6 +66,14 @@ type Settings struct {
 	// nil: the engine assumes nothing about what servers reach (the
 	// original's behaviour; the compiler's verification).
 	ConfinedServers []string
+	// Secrets configures secret scanning of what calls send out
+	// (RuleSecretEgress); the zero value scans with the default detectors
+	// and escalates.
+	Secrets SecretScan
+	// UnsafeAllowAddresses are the non-public address prefixes the egress
+	// guard lets through (gateway.yaml: egress.unsafe_allow_addresses): a
+	// URL naming such an address is not denied by RuleSpecialHost.
+	UnsafeAllowAddresses []netip.Prefix
 }
 
 // BuiltinConfinedServers returns the gateway's built-in servers that work

@@ -79,6 +79,9 @@ type Decision struct {
 	// Detail is for the audit record only (it may name host paths or the
 	// underlying error); never show it to the agent.
 	Detail string `json:"detail,omitempty"`
+	// Secrets are the secrets a RuleSecretEgress decision found (kind and
+	// location; the masked excerpt is never marshalled: OperatorReason).
+	Secrets []SecretFinding `json:"secrets,omitempty"`
 }
 
 // Request is one tool call as the agent made it. Args are the decoded JSON

@@ -37,7 +37,7 @@ func (c *call) escalate(ctx context.Context, ev policy.Evaluation, agentArgs map
 	req := escalation.Request{
 		CallID: c.id, SessionID: c.sess.ID, Kind: escalation.KindToolCall,
 		Server: c.e.server, Tool: c.e.tool, Args: audit.Redact(c.args),
-		Rule: ev.Decision.Rule, Reason: ev.Decision.Reason,
+		Rule: ev.Decision.Rule, Reason: ev.Decision.OperatorReason(), // masked excerpts of secrets: the operator only
 		Exact: exactCall(agentArgs, ev.Policy),
 	}
 	req.ID, req.Attach = c.escalationID(ctx, req)
