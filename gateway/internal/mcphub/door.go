@@ -70,7 +70,8 @@ func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 		res := h.recordUnknown(ctx, d.Session, d.Tool)
 		return DoorResult{Decision: policy.Decision{Status: policy.Deny, Rule: policy.RuleUnknownTool, Reason: "no such tool"}, Result: res}
 	}
-	c := &call{h: h, e: e, sess: d.Session, id: h.newID(), start: h.now(), run: d.Run}
+	pol := h.snapshot()
+	c := &call{h: h, e: e, sess: d.Session, id: h.newID(), start: h.now(), run: d.Run, policyVersion: policyVersion(pol)}
 	var ev policy.Evaluation
 	switch {
 	case d.Refused != nil:
@@ -83,19 +84,19 @@ func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 		ev.Decision = policy.Decision{Status: policy.Deny, Rule: policy.RuleInternalError, Reason: "the door supplied nothing to run"}
 		ev.Policy = d.Record
 	case d.Push != nil:
-		wp, ok := h.policy.(WirePolicy)
+		wp, ok := pol.(WirePolicy)
 		if !ok {
 			ev.Decision = policy.Decision{Status: policy.Deny, Rule: policy.RuleInternalError, Reason: "the policy engine cannot decide pushes received over the wire"}
 			break
 		}
 		ev = wp.EvaluateWirePush(ctx, *d.Push)
 	default:
-		if _, ok := h.policy.Annotation(e.server, e.tool); !ok {
+		if _, ok := pol.Annotation(e.server, e.tool); !ok {
 			ev.Decision = policy.Decision{Status: policy.Deny, Rule: policy.RuleUnknownTool, Reason: "the tool has no policy annotation"}
 			ev.Policy = d.Args
 			break
 		}
-		ev = h.policy.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: d.Args})
+		ev = pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: d.Args})
 		if ev.Policy == nil {
 			ev.Policy = d.Args
 		}

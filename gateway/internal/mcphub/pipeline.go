@@ -40,6 +40,8 @@ type call struct {
 	// came through another door: door.go); ran records that it started.
 	run func(ctx context.Context) (servers.Result, error)
 	ran bool
+	// policyVersion names the policy snapshot that decided (policyversion.go).
+	policyVersion string
 }
 
 // Call runs one tool call through the pipeline and returns what the agent
@@ -52,14 +54,15 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	if !ok {
 		return h.recordUnknown(ctx, r.Session, r.Tool)
 	}
-	c := &call{h: h, e: e, sess: r.Session, id: h.newID(), start: start}
+	pol := h.snapshot()
+	c := &call{h: h, e: e, sess: r.Session, id: h.newID(), start: start, policyVersion: policyVersion(pol)}
 
-	if _, ok := h.policy.Annotation(e.server, e.tool); !ok {
+	if _, ok := pol.Annotation(e.server, e.tool); !ok {
 		c.args = marshalArgs(r.Args)
 		d := policy.Decision{Status: policy.Deny, Rule: policy.RuleUnknownTool, Reason: "the tool has no policy annotation"}
 		return c.deny(ctx, c.decision(d, nil))
 	}
-	ev := h.policy.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
+	ev := pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
 	if ev.Policy != nil {
 		c.args = marshalArgs(ev.Policy)
 	} else {
@@ -87,6 +90,7 @@ func (c *call) decision(d policy.Decision, shadow *policy.Decision) *audit.ToolC
 		CallID: c.id, SessionID: c.sess.ID, Time: c.h.now(),
 		Server: c.e.server, Tool: c.e.tool, Args: c.args,
 		Decision: d.Status.String(), Rule: d.Rule, Reason: d.Reason, Detail: d.Detail,
+		PolicyVersion: c.policyVersion,
 	}
 	if shadow != nil {
 		dec.ShadowDecision, dec.ShadowRule = shadow.Status.String(), shadow.Rule
@@ -290,6 +294,7 @@ func (h *Hub) recordUnknown(ctx context.Context, sess session.Session, name stri
 	h.recordAfter(ctx, &audit.ToolCallDecision{
 		CallID: id, SessionID: sess.ID, Time: start, Server: srv, Tool: tool, Args: json.RawMessage("{}"),
 		Decision: policy.Deny.String(), Rule: policy.RuleUnknownTool, Reason: "no such tool",
+		PolicyVersion: policyVersion(h.snapshot()),
 	})
 	h.recordAfter(ctx, &audit.ToolCallOutcome{CallID: id, SessionID: sess.ID, Time: h.now(), Status: audit.OutcomeDenied, Duration: h.now().Sub(start)})
 	h.metrics.Outcome(metrics.UnknownServer, metrics.UnknownTool, audit.OutcomeDenied, h.now().Sub(start))
@@ -304,7 +309,7 @@ func (h *Hub) refuseBadArgs(ctx context.Context, sess session.Session, e *toolEn
 	if err != nil {
 		recorded, _ = json.Marshal(map[string]string{"_unencodable": err.Error()})
 	}
-	c := &call{h: h, e: e, sess: sess, id: h.newID(), start: h.now(), args: recorded}
+	c := &call{h: h, e: e, sess: sess, id: h.newID(), start: h.now(), args: recorded, policyVersion: policyVersion(h.snapshot())}
 	h.metrics.Decision(e.server, e.tool, policy.Deny.String())
 	d := policy.Decision{Status: policy.Deny, Rule: policy.RuleInvalidArgument, Reason: "the arguments must be a JSON object"}
 	return c.deny(ctx, c.decision(d, nil))
