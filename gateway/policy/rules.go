@@ -192,7 +192,9 @@ func (e *Engine) expandPatterns(entries []string, l *DynamicLists, files fileNam
 
 var defaultDeny = Decision{Status: Deny, Rule: RuleDefaultDeny, Reason: reasonDefaultDeny}
 
-func (r *rule) decision() Decision { return Decision{Status: r.then, Rule: r.name, Reason: r.reason} }
+func (r *rule) decision() Decision {
+	return Decision{Status: r.then, Rule: r.name, Reason: r.reason, Compiled: true}
+}
 
 // relevant reports whether every role condition of r names role.
 func (r *rule) relevant(role Role) bool {

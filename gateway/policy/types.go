@@ -79,6 +79,10 @@ type Decision struct {
 	// Detail is for the audit record only (it may name host paths or the
 	// underlying error); never show it to the agent.
 	Detail string `json:"detail,omitempty"`
+	// Compiled is true when a compiled rule decided (not a structural
+	// check, the default deny or a decision made outside the engine). Only
+	// a compiled rule's escalation may be shown to the auto-approver.
+	Compiled bool `json:"-"`
 	// Secrets are the secrets a RuleSecretEgress decision found (kind and
 	// location; the masked excerpt is never marshalled: OperatorReason).
 	Secrets []SecretFinding `json:"secrets,omitempty"`

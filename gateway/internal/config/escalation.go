@@ -12,11 +12,14 @@ import (
 //	  webhook_url: ""        # Slack-compatible incoming webhook for new escalations
 //	  poll_interval: 5s      # safety re-check besides LISTEN/NOTIFY
 //	  sweep_interval: 15s    # how often overdue escalations are expired
+//	  auto_approver: {...}   # off by default (autoapprover.go)
 type EscalationConfig struct {
 	Timeout       time.Duration `yaml:"timeout"`
 	WebhookURL    string        `yaml:"webhook_url"`
 	PollInterval  time.Duration `yaml:"poll_interval"`
 	SweepInterval time.Duration `yaml:"sweep_interval"`
+	// AutoApprover may approve rule escalations before a human is asked.
+	AutoApprover AutoApproverConfig `yaml:"auto_approver"`
 }
 
 // Validate implements Validator.
@@ -39,5 +42,6 @@ func (e *EscalationConfig) Validate() error {
 	if e.SweepInterval < 0 {
 		errs = append(errs, Errorf("sweep_interval", "must not be negative"))
 	}
+	errs = append(errs, e.AutoApprover.validate("auto_approver")...)
 	return joinErrs(errs)
 }
