@@ -118,7 +118,7 @@ func (a AutoApproverConfig) validate(field string) []error {
 		errs = append(errs, Errorf(f("timeout"), "must be between 1s and %s (0: default %s)", maxAutoApproverTimeout, DefaultAutoApproverTimeout))
 	}
 	ints := []struct {
-		name     string
+		name      string
 		v, lo, hi int
 	}{
 		{"max_output_tokens", a.MaxOutputTokens, minAutoApproverOutputTokens, maxAutoApproverOutputTokens},
