@@ -243,3 +243,42 @@ func (c *Client) Decide(ctx context.Context, id string, approve bool, r DecideRe
 	err := c.do(ctx, http.MethodPost, "/v1/escalations/"+url.PathEscape(id)+"/"+verb, nil, r, &out)
 	return out, err
 }
+
+// CreateSession mints a session; the answer holds its token, shown once.
+func (c *Client) CreateSession(ctx context.Context, r CreateSessionRequest) (CreatedSession, error) {
+	var out CreatedSession
+	err := c.do(ctx, http.MethodPost, "/v1/sessions", nil, r, &out)
+	return out, err
+}
+
+// ListSessions lists sessions (minted and static), the most recently active
+// first, at most limit (0: the server's default, 100; at most 1000).
+func (c *Client) ListSessions(ctx context.Context, limit int) ([]SessionSummary, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out struct {
+		Sessions []SessionSummary `json:"sessions"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/sessions", q, nil, &out)
+	return out.Sessions, err
+}
+
+// GetSession shows one session with its usage.
+func (c *Client) GetSession(ctx context.Context, id string) (SessionSummary, error) {
+	var out SessionSummary
+	err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}
+
+// RevokeSession revokes a minted session and cancels its pending escalations.
+func (c *Client) RevokeSession(ctx context.Context, id, reason string) (RevokedSession, error) {
+	var out RevokedSession
+	var body any
+	if reason != "" {
+		body = RevokeSessionRequest{Reason: reason}
+	}
+	err := c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, body, &out)
+	return out, err
+}

@@ -2,6 +2,7 @@ package opsapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/session/minted"
 	"ironcurtain.dev/gateway/internal/store"
 )
 
@@ -27,7 +29,15 @@ type SessionSummary struct {
 	EgressRequests     int64     `json:"egress_requests"`
 	LLMTokens          int64     `json:"llm_tokens"`
 	LLMCostUSD         float64   `json:"llm_cost_usd"`
+	// Status is "static" (a token file's session) or a minted session's
+	// status: "active", "expired" or "revoked".
+	Status string `json:"status"`
+	// Minted is the minted session (nil for a static session).
+	Minted *minted.Session `json:"minted,omitempty"`
 }
+
+// StatusStatic is the Status of a session from a token file.
+const StatusStatic = "static"
 
 // PGData implements Data on the gateway's Postgres pool.
 type PGData struct {
@@ -41,14 +51,29 @@ func (d PGData) ToolCalls(ctx context.Context, f audit.Filter, fn func(*audit.To
 	return audit.QueryEach(ctx, d.Pool, f, fn)
 }
 
-const sessionColumns = `session_id, first_seen, last_seen, records, tool_calls, allowed, denied, escalated,
-       pending_escalations, egress_requests, llm_tokens, llm_cost_usd`
+var sessionColumns = `ss.session_id, ss.first_seen, ss.last_seen, ss.records, ss.tool_calls, ss.allowed, ss.denied, ss.escalated,
+       ss.pending_escalations, ss.egress_requests, ss.llm_tokens, ss.llm_cost_usd, ` + minted.JSONColumn("a")
+
+// sessionFrom is the session summary with the minted session, if any.
+const sessionFrom = ` FROM session_summary ss LEFT JOIN agent_sessions a ON a.id = ss.session_id`
 
 func scanSession(r pgx.Row) (SessionSummary, error) {
 	var s SessionSummary
+	var m []byte
 	err := r.Scan(&s.SessionID, &s.FirstSeen, &s.LastSeen, &s.Records, &s.ToolCalls, &s.Allowed, &s.Denied, &s.Escalated,
-		&s.PendingEscalations, &s.EgressRequests, &s.LLMTokens, &s.LLMCostUSD)
-	return s, err
+		&s.PendingEscalations, &s.EgressRequests, &s.LLMTokens, &s.LLMCostUSD, &m)
+	if err != nil {
+		return s, err
+	}
+	s.Status = StatusStatic
+	if m != nil {
+		s.Minted = &minted.Session{}
+		if err := json.Unmarshal(m, s.Minted); err != nil {
+			return s, fmt.Errorf("reading minted session %s: %w", s.SessionID, err)
+		}
+		s.Status = s.Minted.Status
+	}
+	return s, nil
 }
 
 // Sessions implements Data: the most recently active sessions first.
@@ -57,7 +82,7 @@ func (d PGData) Sessions(ctx context.Context, limit int) ([]SessionSummary, erro
 		limit = 100
 	}
 	limit = min(limit, 1000)
-	rows, err := d.Pool.Query(ctx, `SELECT `+sessionColumns+` FROM session_summary ORDER BY last_seen DESC LIMIT $1`, limit)
+	rows, err := d.Pool.Query(ctx, `SELECT `+sessionColumns+sessionFrom+` ORDER BY ss.last_seen DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing sessions: %w", err)
 	}
@@ -70,7 +95,7 @@ func (d PGData) Sessions(ctx context.Context, limit int) ([]SessionSummary, erro
 
 // Session implements Data.
 func (d PGData) Session(ctx context.Context, id string) (SessionSummary, error) {
-	s, err := scanSession(d.Pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM session_summary WHERE session_id = $1`, id))
+	s, err := scanSession(d.Pool.QueryRow(ctx, `SELECT `+sessionColumns+sessionFrom+` WHERE ss.session_id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, fmt.Errorf("reading session %q: %w", id, ErrNotFound)
 	}

@@ -54,6 +54,7 @@ type Deps struct {
 	Operators   *Operators
 	Escalations Escalations
 	Data        Data
+	Sessions    SessionStore // mints and revokes sessions (nil: POST and DELETE /v1/sessions answer 404)
 	Gatherer    prometheus.Gatherer
 	Registerer  prometheus.Registerer // receives the API's own metrics (nil: none)
 	Logger      *slog.Logger
@@ -121,6 +122,8 @@ func New(d Deps) http.Handler {
 		r.Get("/v1/audit/tool-calls", a.toolCalls)
 		r.Get("/v1/sessions", a.sessions)
 		r.Get("/v1/sessions/{id}", a.session)
+		r.Post("/v1/sessions", a.createSession)
+		r.Delete("/v1/sessions/{id}", a.revokeSession)
 	})
 	return r
 }
@@ -276,6 +279,9 @@ var ErrNotFound = errors.New("not found")
 // fail maps an error to a status and a safe message. Internal details are
 // logged, not returned.
 func (a *api) fail(w http.ResponseWriter, err error) {
+	if sessionError(w, err) {
+		return
+	}
 	switch {
 	case errors.Is(err, escalation.ErrNotFound), errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, CodeNotFound, "not found")

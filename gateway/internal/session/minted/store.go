@@ -226,3 +226,17 @@ RETURNING tool_calls_used, max_tool_calls`, sessionID).Scan(&used, &limit)
 	}
 	return used, limit, fmt.Errorf("session %s used %d of %d tool calls: %w", sessionID, used, limit, ErrBudgetSpent)
 }
+
+// JSONColumn is an SQL expression of a minted session as a JSON object (the
+// form of Session), NULL when alias (an agent_sessions row of a LEFT JOIN)
+// is NULL. The token digest is never part of it.
+func JSONColumn(alias string) string {
+	a := alias + "."
+	return `CASE WHEN ` + a + `id IS NULL THEN NULL ELSE jsonb_build_object(
+  'id', ` + a + `id, 'name', ` + a + `name,
+  'status', CASE WHEN ` + a + `revoked_at IS NOT NULL THEN 'revoked' WHEN ` + a + `expires_at <= now() THEN 'expired' ELSE 'active' END,
+  'created_at', ` + a + `created_at, 'created_by', ` + a + `created_by, 'expires_at', ` + a + `expires_at,
+  'revoked_at', ` + a + `revoked_at, 'revoked_by', ` + a + `revoked_by, 'revoke_reason', ` + a + `revoke_reason,
+  'budget', jsonb_build_object('max_tokens', ` + a + `max_tokens, 'max_cost_usd', ` + a + `max_cost_usd, 'max_tool_calls', ` + a + `max_tool_calls),
+  'tool_calls_used', ` + a + `tool_calls_used, 'labels', ` + a + `labels) END`
+}
