@@ -104,6 +104,9 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		return err
 	}
 
+	if err := setGatewaySecrets(cfg, getenv, tokens, log); err != nil {
+		return err
+	}
 	eng, err := loadPolicy(cfg)
 	if err != nil {
 		return err

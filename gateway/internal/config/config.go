@@ -85,6 +85,8 @@ type Config struct {
 	Git GitConfig `yaml:"git"`
 	// Database says where the Postgres DSN comes from (database.go).
 	Database DatabaseConfig `yaml:"database"`
+	// Secrets configures outbound secret scanning (secrets.go).
+	Secrets SecretsConfig `yaml:"secrets"`
 
 	// file is the path the configuration was loaded from.
 	file string
@@ -489,6 +491,8 @@ func (c *Config) PolicySettings() policy.Settings {
 	}
 	s.ReadOnlyDirs = c.ReadOnlyDirs()
 	s.ConfinedServers = policy.BuiltinConfinedServers()
+	s.Secrets = c.Secrets.Scan()
+	s.UnsafeAllowAddresses, _ = c.Egress.UnsafePrefixes() // validated by Parse
 	for name, sc := range c.Servers {
 		if len(sc.AllowedDomains) > 0 {
 			if s.DomainAllowlists == nil {

@@ -62,6 +62,9 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 		d := policy.Decision{Status: policy.Deny, Rule: policy.RuleUnknownTool, Reason: "the tool has no policy annotation"}
 		return c.deny(ctx, c.decision(d, nil))
 	}
+	if res, refused := c.chargeBudget(ctx, r.Args); refused {
+		return res // budget.go
+	}
 	ev := pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
 	if ev.Policy != nil {
 		c.args = marshalArgs(ev.Policy)

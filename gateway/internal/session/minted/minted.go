@@ -57,7 +57,7 @@ var (
 	ErrRevoked  = fmt.Errorf("%w: the session was revoked", session.ErrUnknownToken)
 	ErrExpired  = fmt.Errorf("%w: the session expired", session.ErrUnknownToken)
 	// ErrBudgetSpent: the session's tool-call budget is used up.
-	ErrBudgetSpent = errors.New("the session's tool-call budget is spent")
+	ErrBudgetSpent = session.ErrBudgetSpent
 )
 
 // Budget is a minted session's budget; 0 in a field means the gateway's
