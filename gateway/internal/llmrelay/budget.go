@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+
+	"ironcurtain.dev/gateway/internal/session"
 )
 
 // Budget limits what one session may spend on model calls; a zero field
@@ -64,6 +66,14 @@ func (l *ledger) budget(sessionID string) (Budget, bool) {
 // when the session's budget is spent. An error (the spend store failed)
 // means the call must be refused too.
 func (l *ledger) acquire(ctx context.Context, sessionID string, metered bool) (release func(), rf *refusal, err error) {
+	return l.acquireSession(ctx, session.Session{ID: sessionID}, metered)
+}
+
+// acquireSession is acquire for an authenticated session: a minted
+// session's own budget (session.Budget) replaces the configured one on each
+// measure it sets.
+func (l *ledger) acquireSession(ctx context.Context, sess session.Session, metered bool) (release func(), rf *refusal, err error) {
+	sessionID := sess.ID
 	l.mu.Lock()
 	acc := l.accounts[sessionID]
 	if acc == nil {
@@ -83,6 +93,16 @@ func (l *ledger) acquire(ctx context.Context, sessionID string, metered bool) (r
 		l.mu.Unlock()
 	}
 	b, own := l.budget(sessionID)
+	minted := false
+	if sb := sess.Budget; sb != nil && (sb.MaxTokens > 0 || sb.MaxCostUSD > 0) {
+		minted = true
+		if sb.MaxTokens > 0 {
+			b.MaxTokens = sb.MaxTokens
+		}
+		if sb.MaxCostUSD > 0 {
+			b.MaxCostUSD = sb.MaxCostUSD
+		}
+	}
 	if !metered || !b.limited() {
 		return release, nil, nil
 	}
@@ -94,6 +114,9 @@ func (l *ledger) acquire(ctx context.Context, sessionID string, metered bool) (r
 	tokens, cost := acc.tokens, acc.cost
 	l.mu.Unlock()
 	if rf := budgetRefusal(sessionID, b, own, tokens, cost); rf != nil {
+		if minted {
+			rf.msg = mintedBudgetRefusal(sessionID, b, tokens, cost)
+		}
 		release()
 		return nil, rf, nil
 	}
@@ -144,6 +167,14 @@ func (l *ledger) spent(sessionID string) (tokens int64, cost float64) {
 		return acc.tokens, acc.cost
 	}
 	return 0, 0
+}
+
+// mintedBudgetRefusal says which budget of a minted session is spent.
+func mintedBudgetRefusal(sessionID string, b Budget, tokens int64, cost float64) string {
+	if b.MaxTokens > 0 && tokens >= b.MaxTokens {
+		return fmt.Sprintf("model token budget of session %q is spent (%d of %d tokens used); the budget was set when the session was minted: an operator can mint a new session", sessionID, tokens, b.MaxTokens)
+	}
+	return fmt.Sprintf("model cost budget of session %q is spent ($%.4f of $%.2f used); the budget was set when the session was minted: an operator can mint a new session", sessionID, cost, b.MaxCostUSD)
 }
 
 // budgetRefusal says which budget is spent and which setting raises it.

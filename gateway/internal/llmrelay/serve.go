@@ -104,7 +104,7 @@ func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
 			msg: "the gateway cannot record model calls right now; retry later"})
 		return
 	}
-	release, rf, err := r.ledger.acquire(req.Context(), sess.ID, ep.metered)
+	release, rf, err := r.ledger.acquireSession(req.Context(), sess, ep.metered)
 	if err != nil {
 		c.note("%v", err)
 		r.refuse(w, req, c, &refusal{status: http.StatusServiceUnavailable, kind: kindUnavailable, reason: "spend_store",
