@@ -235,7 +235,7 @@ func (c *call) scanSecrets() (Decision, bool) {
 	}
 	textAll := sc.textServers[c.req.Server] || c.rr.all.has(RoleGitHubOwner) || c.rr.all.has(RoleGitHubRepo)
 	var findings []SecretFinding
-	status := Status(0)
+	status := Escalate
 	add := func(subject string, hits []secretscan.Hit) {
 		if d, ok := sc.Decide(subject, hits); ok {
 			findings = append(findings, d.Secrets...)
