@@ -42,7 +42,7 @@ func TestCheckHost(t *testing.T) {
 		{"x.localhost", Loopback, nil},
 		{"127.0.0.1", Loopback, nil},
 		{"metadata.google.internal", Metadata, Metadata}, // names of the metadata service: never
-		{"169.254.169.254", Metadata, nil},              // an explicit unsafe allowance of the address lets it through, as the dialer does
+		{"169.254.169.254", Metadata, nil},               // an explicit unsafe allowance of the address lets it through, as the dialer does
 		{"10.0.0.1", Private, Private},
 	}
 	for _, tc := range tests {
