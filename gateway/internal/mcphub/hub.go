@@ -144,6 +144,8 @@ type Hub struct {
 	owners  sessionOwners
 	life    *lifecycle
 	alog    auditLog
+	pins    pinState         // external tools hidden by their pins (pins.go)
+	watched []servers.Server // servers whose tools are checked against pins
 }
 
 // New builds the hub: it checks every server's tools against the policy's
@@ -209,7 +211,9 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	if err := h.register(d.Servers); err != nil {
 		return nil, fmt.Errorf("creating MCP hub: %w", err)
 	}
+	h.checkPinsAtStart(d.Servers)
 	h.buildMCP()
+	h.watchPins(d.Servers)
 	return h, nil
 }
 
@@ -258,8 +262,17 @@ func checkServerName(name string) error {
 	return nil
 }
 
-// Tools returns the exposed tool names ("server__tool"), sorted.
-func (h *Hub) Tools() []string { return append([]string(nil), h.names...) }
+// Tools returns the exposed tool names ("server__tool"), sorted (without
+// the tools hidden by their pins).
+func (h *Hub) Tools() []string {
+	out := make([]string, 0, len(h.names))
+	for _, k := range h.names {
+		if _, hidden := h.pins.changed(k); !hidden {
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
 // buildMCP creates the mcp-go server with one handler per exposed tool and
 // the streamable HTTP transport around it.
@@ -275,6 +288,9 @@ func (h *Hub) buildMCP() {
 			"recorded, and may wait for a human's approval."),
 	)
 	for _, key := range h.names {
+		if _, hidden := h.pins.changed(key); hidden {
+			continue
+		}
 		e := h.tools[key]
 		tool := mcp.NewToolWithRawSchema(key, e.def.Description, e.def.InputSchema)
 		h.mcp.AddTool(tool, h.toolHandler(e))

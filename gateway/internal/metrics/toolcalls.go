@@ -27,6 +27,7 @@ type ToolCalls struct {
 	duration     *prometheus.HistogramVec
 	authFailures *prometheus.CounterVec
 	restarts     *prometheus.CounterVec
+	pins         *prometheus.CounterVec
 }
 
 // NewToolCalls creates the hub metrics and registers them on reg. A nil reg
@@ -54,11 +55,15 @@ func NewToolCalls(reg prometheus.Registerer) (*ToolCalls, error) {
 			Name: "ironcurtain_external_server_restarts_total",
 			Help: "Restarts of external stdio MCP servers after they exited.",
 		}, []string{"server"}),
+		pins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_tool_pin_mismatches_total",
+			Help: "External tools hidden because their definition differs from its pin, by what changed (name, description, schema, unpinned, removed, …).",
+		}, []string{"server", "tool", "change"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.outcomes, m.duration, m.authFailures, m.restarts} {
+	for _, c := range []prometheus.Collector{m.calls, m.outcomes, m.duration, m.authFailures, m.restarts, m.pins} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -102,4 +107,13 @@ func (m *ToolCalls) Restart(server string) {
 		return
 	}
 	m.restarts.WithLabelValues(server).Inc()
+}
+
+// PinMismatch counts one tool hidden because change (a word: description,
+// schema, name, unpinned, removed, …) differs from its pin.
+func (m *ToolCalls) PinMismatch(server, tool, change string) {
+	if m == nil {
+		return
+	}
+	m.pins.WithLabelValues(server, tool, change).Inc()
 }

@@ -9,10 +9,14 @@
 // inherited. Its stderr goes to the log, line by line. The child runs in its
 // own process group and is killed with it.
 //
-// Its tools are listed once, at the first start; the hub exposes only those
-// the policy engine has an annotation for (tool-annotations.json), so a tool
-// the server adds later, or one nobody annotated, is never callable. When the
-// process exits the server restarts it with a growing back-off (counted in
+// Its tools are listed at the first start; the hub exposes only those the
+// policy engine has an annotation for (tool-annotations.json) whose
+// definition matches the pin kept with it, so a tool the server adds later,
+// or one nobody annotated or pinned, is never callable. The tools are listed
+// again when the server sends notifications/tools/list_changed and after
+// each restart, and the hub is told (OnToolsChanged), so that it hides a
+// tool whose definition no longer matches its pin. When the process exits
+// the server restarts it with a growing back-off (counted in
 // ironcurtain_external_server_restarts_total); calls made while it is down
 // fail with a clear error.
 package external
@@ -28,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -87,18 +92,24 @@ type Deps struct {
 
 // Server is a running external server.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	m     *metrics.ToolCalls
-	env   []string
-	home  string
-	tools []servers.Tool
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics.ToolCalls
+	env  []string
+	home string
 
-	mu      sync.Mutex
-	cur     *proc
-	closed  bool
-	stop    chan struct{}
-	stopped chan struct{}
+	mu       sync.Mutex
+	tools    []servers.Tool // the latest listing
+	watchers []func([]servers.Tool)
+	cur      *proc
+	closed   bool
+	stop     chan struct{}
+	stopped  chan struct{}
+	// relist is signalled (never blocking) when the server says its tools
+	// changed; one goroutine lists them again, so a flood of notifications
+	// costs at most one listing at a time.
+	relist   chan struct{}
+	relisted chan struct{}
 }
 
 var _ servers.Server = (*Server)(nil)
@@ -136,7 +147,8 @@ func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
 	if d.Getenv == nil {
 		d.Getenv = os.Getenv
 	}
-	s := &Server{cfg: cfg, log: d.Logger, m: d.Metrics, stop: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Server{cfg: cfg, log: d.Logger, m: d.Metrics, stop: make(chan struct{}), stopped: make(chan struct{}),
+		relist: make(chan struct{}, 1), relisted: make(chan struct{})}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -156,6 +168,7 @@ func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
 	s.tools = tools
 	s.cur = p
 	go s.supervise(p)
+	go s.relister()
 	return s, nil
 }
 
@@ -229,6 +242,14 @@ func (s *Server) launch(ctx context.Context) (*proc, []servers.Tool, error) {
 
 	tr := transport.NewIO(stdout, stdin, nil)
 	c := client.NewClient(tr)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == mcp.MethodNotificationToolsListChanged {
+			select {
+			case s.relist <- struct{}{}:
+			default: // a listing is already due
+			}
+		}
+	})
 	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
 		s.kill(p)
 		return nil, nil, fmt.Errorf("starting MCP client: %w", err)
@@ -244,25 +265,80 @@ func (s *Server) launch(ctx context.Context) (*proc, []servers.Tool, error) {
 		s.kill(p)
 		return nil, nil, fmt.Errorf("initializing: %w", err)
 	}
+	tools, err := s.listTools(ctx, p)
+	if err != nil {
+		s.kill(p)
+		return nil, nil, err
+	}
+	return p, tools, nil
+}
+
+// listTools lists the tools of the running process p.
+func (s *Server) listTools(ctx context.Context, p *proc) ([]servers.Tool, error) {
 	var listed *mcp.ListToolsResult
 	if _, err := s.withExit(ctx, p, func(ctx context.Context) error {
 		var err error
-		listed, err = c.ListTools(ctx, mcp.ListToolsRequest{})
+		listed, err = p.client.ListTools(ctx, mcp.ListToolsRequest{})
 		return err
 	}); err != nil {
-		s.kill(p)
-		return nil, nil, fmt.Errorf("listing tools: %w", err)
+		return nil, fmt.Errorf("listing tools: %w", err)
 	}
 	tools := make([]servers.Tool, 0, len(listed.Tools))
 	for _, t := range listed.Tools {
 		schema, err := json.Marshal(t.InputSchema)
 		if err != nil {
-			s.kill(p)
-			return nil, nil, fmt.Errorf("encoding the schema of tool %q: %w", t.Name, err)
+			return nil, fmt.Errorf("encoding the schema of tool %q: %w", t.Name, err)
 		}
 		tools = append(tools, servers.Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
-	return p, tools, nil
+	return tools, nil
+}
+
+// OnToolsChanged registers f to be told the server's tools each time they
+// are listed again (after notifications/tools/list_changed or a restart).
+// f must not block for long; it runs on the server's listing goroutine.
+func (s *Server) OnToolsChanged(f func([]servers.Tool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchers = append(s.watchers, f)
+}
+
+// relister lists the tools again each time the server says they changed.
+func (s *Server) relister() {
+	defer close(s.relisted)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.relist:
+		}
+		s.mu.Lock()
+		p := s.cur
+		s.mu.Unlock()
+		if p == nil {
+			continue // restarting: the restart lists them
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StartTimeout)
+		tools, err := s.listTools(ctx, p)
+		cancel()
+		if err != nil {
+			s.log.Warn("listing the tools again after notifications/tools/list_changed failed", "err", err)
+			continue
+		}
+		s.log.Info("external server changed its tool list; listed again", "tools", len(tools))
+		s.setTools(tools)
+	}
+}
+
+// setTools stores a new listing and tells the watchers.
+func (s *Server) setTools(tools []servers.Tool) {
+	s.mu.Lock()
+	s.tools = tools
+	ws := slices.Clone(s.watchers)
+	s.mu.Unlock()
+	for _, f := range ws {
+		f(append([]servers.Tool(nil), tools...))
+	}
 }
 
 // withExit runs f, failing fast if the process exits meanwhile. exited is
@@ -356,10 +432,10 @@ func (s *Server) supervise(p *proc) {
 				continue
 			}
 			s.m.Restart(s.cfg.Name)
-			if !sameTools(s.tools, tools) {
-				s.log.Warn("external server lists different tools after a restart; the hub keeps the first list")
-			}
 			s.mu.Lock()
+			if !sameTools(s.tools, tools) {
+				s.log.Warn("external server lists different tools after a restart; the hub exposes only the first list's tools")
+			}
 			if s.closed {
 				s.mu.Unlock()
 				s.kill(np)
@@ -367,6 +443,8 @@ func (s *Server) supervise(p *proc) {
 			}
 			s.cur = np
 			s.mu.Unlock()
+			// The hub checks the new definitions against their pins.
+			s.setTools(tools)
 			p = np
 			break
 		}
@@ -407,8 +485,13 @@ func (s *Server) kill(p *proc) {
 // Name implements servers.Server.
 func (s *Server) Name() string { return s.cfg.Name }
 
-// Tools implements servers.Server: the tools listed at the first start.
-func (s *Server) Tools() []servers.Tool { return append([]servers.Tool(nil), s.tools...) }
+// Tools implements servers.Server: the latest listing (at the first start,
+// then after each list_changed notification or restart).
+func (s *Server) Tools() []servers.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]servers.Tool(nil), s.tools...)
+}
 
 // Call implements servers.Server.
 func (s *Server) Call(ctx context.Context, tool string, args map[string]any) (servers.Result, error) {
@@ -458,6 +541,7 @@ func (s *Server) Close() error {
 	if p != nil {
 		s.kill(p)
 	}
+	<-s.relisted
 	if err := os.RemoveAll(s.home); err != nil {
 		return fmt.Errorf("closing external server %s: removing its home: %w", s.cfg.Name, err)
 	}

@@ -28,8 +28,11 @@ func (noAuth) Authenticate(context.Context, string) (session.Session, error) {
 func TestHubExposesOnlyAnnotatedExternalTools(t *testing.T) {
 	s, _, _ := startTest(t, nil)
 	ann := &policy.Annotations{}
-	ann.Add(policy.ToolAnnotation{Tool: "echo", Server: "notes", Comment: "Echoes text.",
-		Args: []policy.ArgAnnotation{{Name: "text", Spec: policy.Static(policy.RoleNone)}}})
+	for _, tool := range s.Tools() {
+		if tool.Name == "echo" {
+			ann.Add(pinnedAnnotation(t, "notes", tool, "text"))
+		}
+	}
 	cp := &policy.CompiledPolicy{Rules: []policy.CompiledRule{{
 		Name: "allow-notes-echo", If: policy.RuleCondition{Server: []string{"notes"}, Tool: []string{"echo"}},
 		Then: policy.Allow, Reason: "echo is harmless",
