@@ -54,7 +54,8 @@ type Deps struct {
 	Operators   *Operators
 	Escalations Escalations
 	Data        Data
-	Sessions    SessionStore // mints and revokes sessions (nil: POST and DELETE /v1/sessions answer 404)
+	Sessions    SessionStore   // mints and revokes sessions (nil: POST and DELETE /v1/sessions answer 404)
+	Policy      PolicyReloader // reloads the policy (nil: /v1/policy answers 404)
 	Gatherer    prometheus.Gatherer
 	Registerer  prometheus.Registerer // receives the API's own metrics (nil: none)
 	Logger      *slog.Logger
@@ -124,6 +125,10 @@ func New(d Deps) http.Handler {
 		r.Get("/v1/sessions/{id}", a.session)
 		r.Post("/v1/sessions", a.createSession)
 		r.Delete("/v1/sessions/{id}", a.revokeSession)
+		if a.deps.Policy != nil {
+			r.Get("/v1/policy", a.policyStatus)
+			r.Post("/v1/policy/reload", a.reloadPolicy)
+		}
 	})
 	return r
 }
