@@ -1,6 +1,8 @@
 // Package deploy holds the tests of the deployment artefacts: the Compose
 // topology (compose/docker-compose.yml, compose/gateway.yaml,
-// compose/.env.example), the Cloud Run manifest (compose/cloudrun) and the
+// compose/.env.example), the Cloud Run manifest (compose/cloudrun), the
+// Kubernetes manifests (compose/kubernetes, rendered with the kustomize library
+// and their NetworkPolicies evaluated) and the
 // gateway, agent and agent-shell images (images/). They check the isolation invariants
 // of DESIGN §2 on the files themselves, so that an edit that puts the agent
 // on a routable network, publishes the ops port or hands the agent a secret
