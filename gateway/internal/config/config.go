@@ -85,6 +85,8 @@ type Config struct {
 	Git GitConfig `yaml:"git"`
 	// Database says where the Postgres DSN comes from (database.go).
 	Database DatabaseConfig `yaml:"database"`
+	// LoopBreaker limits each agent session's calls (loopbreaker.go).
+	LoopBreaker LoopBreakerConfig `yaml:"loop_breaker"`
 	// Secrets configures outbound secret scanning (secrets.go).
 	Secrets SecretsConfig `yaml:"secrets"`
 
