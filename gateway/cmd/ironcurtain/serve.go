@@ -103,6 +103,9 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if err != nil {
 		return err
 	}
+	if auth, err = withMintedSessions(auth, tokens, st); err != nil { // serve_sessions.go
+		return err
+	}
 
 	if err := setGatewaySecrets(cfg, getenv, tokens, log); err != nil {
 		return err
@@ -118,10 +121,6 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		log.Info("policy sandbox", "compiled_for", rb.From, "recorded", rb.Recorded, "sandbox", rb.To, "rules_rebased", rb.Rules, "detail", rb.String())
 	}
 	log.Info("policy loaded", "dir", cfg.PolicyDir, "rules", eng.RuleCount(), "tools", len(eng.Tools()), "shadow", eng.Shadow() != nil)
-	live, err := livePolicy(cfg, eng, reg, log) // serve_policy.go
-	if err != nil {
-		return err
-	}
 
 	toolMetrics, err := metrics.NewToolCalls(reg)
 	if err != nil {
@@ -141,7 +140,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		Version:         version,
 	}, mcphub.Deps{
 		Servers:   srvs,
-		Policy:    live,
+		Policy:    eng,
 		Escalator: st.escalator,
 		Audit:     st.sink,
 		Auth:      auth,
@@ -177,7 +176,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		return fmt.Errorf("building the egress proxy: %w", err)
 	}
 
-	opsHandler := buildOps(st, operators, live, reg, log)
+	opsHandler := buildOps(st, operators, reg, log)
 
 	apiMux := http.NewServeMux()
 	apiMux.Handle("/mcp", hub.Handler())
@@ -237,7 +236,6 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveHTTP(apiSrv, apiLn, "agent API") })
-	g.Go(func() error { reloadOnSIGHUP(gctx, live); return nil })
 	g.Go(func() error { return serveHTTP(opsSrv, opsLn, "ops API") })
 	g.Go(func() error {
 		if err := proxy.Serve(gctx, proxyLn); err != nil && !errors.Is(err, context.Canceled) {

@@ -25,6 +25,7 @@ import (
 	"ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/session/minted"
 	"ironcurtain.dev/gateway/internal/store"
 	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/policy"
@@ -62,7 +63,7 @@ func loadAgentTokens(cfg *config.Config, getenv func(string) string) (map[string
 	return tokens, nil
 }
 
-func newAuthenticator(tokens map[string]string) (*session.Static, error) {
+func newAuthenticator(tokens map[string]string) (session.Authenticator, error) {
 	a, err := session.NewStatic(tokens)
 	if err != nil {
 		return nil, fmt.Errorf("loading agent tokens: %w", err)
@@ -105,6 +106,7 @@ type storage struct {
 	escalator escalation.Escalator
 	pg        *escalation.PG // nil without a database
 	spend     llmrelay.Spend
+	minted    *minted.Store // minted sessions (nil without a database): serve_sessions.go
 }
 
 // openStorage connects to Postgres (refusing a dirty, missing or newer
@@ -351,13 +353,13 @@ func buildFetch(cfg *config.Config, sink audit.Sink, log *slog.Logger) (*fetch.S
 
 // buildOps returns the ops API. Without a database only /healthz and the
 // operator-protected /metrics are served.
-func buildOps(st *storage, operators *opsapi.Operators, pol opsapi.PolicyReloader, reg *prometheus.Registry, log *slog.Logger) http.Handler {
+func buildOps(st *storage, operators *opsapi.Operators, reg *prometheus.Registry, log *slog.Logger) http.Handler {
 	if st.pool != nil {
 		return opsapi.New(opsapi.Deps{
 			Operators:   operators,
 			Escalations: st.pg,
 			Data:        opsapi.PGData{Pool: st.pool},
-			Policy:      pol,
+			Sessions:    st.minted,
 			Gatherer:    reg,
 			Registerer:  reg,
 			Logger:      log.With("component", "opsapi"),
