@@ -121,6 +121,10 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		log.Info("policy sandbox", "compiled_for", rb.From, "recorded", rb.Recorded, "sandbox", rb.To, "rules_rebased", rb.Rules, "detail", rb.String())
 	}
 	log.Info("policy loaded", "dir", cfg.PolicyDir, "rules", eng.RuleCount(), "tools", len(eng.Tools()), "shadow", eng.Shadow() != nil)
+	live, err := livePolicy(cfg, eng, reg, log) // serve_policy.go
+	if err != nil {
+		return err
+	}
 
 	toolMetrics, err := metrics.NewToolCalls(reg)
 	if err != nil {
@@ -140,7 +144,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		Version:         version,
 	}, mcphub.Deps{
 		Servers:   srvs,
-		Policy:    eng,
+		Policy:    live,
 		Escalator: st.escalator,
 		Audit:     st.sink,
 		Auth:      auth,
@@ -176,7 +180,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		return fmt.Errorf("building the egress proxy: %w", err)
 	}
 
-	opsHandler := buildOps(st, operators, reg, log)
+	opsHandler := buildOps(st, operators, live, reg, log)
 
 	apiMux := http.NewServeMux()
 	apiMux.Handle("/mcp", hub.Handler())
@@ -236,6 +240,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveHTTP(apiSrv, apiLn, "agent API") })
+	g.Go(func() error { reloadOnSIGHUP(gctx, live); return nil })
 	g.Go(func() error { return serveHTTP(opsSrv, opsLn, "ops API") })
 	g.Go(func() error {
 		if err := proxy.Serve(gctx, proxyLn); err != nil && !errors.Is(err, context.Canceled) {

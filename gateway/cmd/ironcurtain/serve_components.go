@@ -353,12 +353,13 @@ func buildFetch(cfg *config.Config, sink audit.Sink, log *slog.Logger) (*fetch.S
 
 // buildOps returns the ops API. Without a database only /healthz and the
 // operator-protected /metrics are served.
-func buildOps(st *storage, operators *opsapi.Operators, reg *prometheus.Registry, log *slog.Logger) http.Handler {
+func buildOps(st *storage, operators *opsapi.Operators, pol opsapi.PolicyReloader, reg *prometheus.Registry, log *slog.Logger) http.Handler {
 	if st.pool != nil {
 		return opsapi.New(opsapi.Deps{
 			Operators:   operators,
 			Escalations: st.pg,
 			Data:        opsapi.PGData{Pool: st.pool},
+			Policy:      pol,
 			Sessions:    st.minted,
 			Gatherer:    reg,
 			Registerer:  reg,
