@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/internal/opsapi/opscli"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -40,13 +41,15 @@ const usage = `usage:
   ironcurtain policy check --policy-dir DIR [--config gateway.yaml] [--sandbox DIR]
   ironcurtain policy eval  --policy-dir DIR [--config gateway.yaml] [--sandbox DIR] --tool server__tool --args JSON
   ironcurtain policy eval  --policy-dir DIR [--config gateway.yaml] [--sandbox DIR] --batch < requests.jsonl
+  ironcurtain policy reload [--ops-url URL] [--token-file FILE] [--json]
 
 check loads compiled-policy.json, dynamic-lists.json and tool-annotations.json
 (and the shadow policy named in the config) and reports every problem with the
 file and JSON path. eval prints {"decision","rule","reason"} per call; --batch
 reads one {"tool": "server__tool", "args": {...}} object per line. Paths
 starting with ~ expand from $HOME; relative paths in calls resolve against the
-sandbox.
+sandbox. reload asks the running gateway (ops API, operator token) to load,
+validate and swap its policy, as SIGHUP does.
 `
 
 // Run runs `ironcurtain policy` with args (without the leading "policy").
@@ -63,6 +66,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return runCheck(args[1:], env)
 	case "eval":
 		return runEval(ctx, args[1:], env)
+	case "reload":
+		return opscli.PolicyReload(ctx, args[1:], opscli.Env{Getenv: env.Getenv, Stdout: env.Stdout, Stderr: env.Stderr})
 	}
 	fmt.Fprintf(env.Stderr, "ironcurtain policy: unknown subcommand %q\n%s", args[0], usage)
 	return exitUsage
