@@ -13,6 +13,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/netpolicy"
+	"ironcurtain.dev/gateway/policy"
 )
 
 // refusal is a denial to answer with: status, rule and a short, safe reason.
@@ -27,7 +28,11 @@ type refusal struct {
 // tunnel cap, and the host allowlist (deployment, then session approvals,
 // then a human if configured). It records the outcome in st and returns nil when
 // the request may be dialed.
-func (p *Proxy) decide(ctx context.Context, r *http.Request, st *reqState, h netpolicy.Host, port int) *refusal {
+//
+// insp, when not nil, finds the secrets the request would carry out; it
+// runs once the host is known to be allowed or escalatable, so a request
+// that is refused anyway is not read.
+func (p *Proxy) decide(ctx context.Context, r *http.Request, st *reqState, h netpolicy.Host, port int, insp inspector) *refusal {
 	st.host, st.port = h, port
 	sessID, ref := p.authenticate(ctx, r)
 	if ref != nil {
@@ -53,7 +58,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, st *reqState, h net
 			"the session already has " + strconv.Itoa(p.cfg.MaxTunnelsPerSession) + " open connections"})
 	}
 	st.release = release
-	rule, reason, ref := p.decideHost(ctx, st, h, port)
+	rule, reason, ref := p.decideHost(ctx, st, h, port, insp)
 	if ref != nil {
 		return p.refuse(st, ref)
 	}
@@ -122,17 +127,39 @@ func proxyToken(h string) (string, bool) {
 }
 
 // decideHost: deployment allowlist, then session approvals, then (if
-// configured) a human. It returns the rule and reason of an allow.
-func (p *Proxy) decideHost(ctx context.Context, st *reqState, h netpolicy.Host, port int) (string, string, *refusal) {
+// configured) a human. It returns the rule and reason of an allow. A
+// request that would carry a secret out (insp) is the structural decision
+// policy.RuleSecretEgress instead, on a listed host as on one a human is
+// asked about.
+func (p *Proxy) decideHost(ctx context.Context, st *reqState, h netpolicy.Host, port int, insp inspector) (string, string, *refusal) {
+	rule, reason, listed := "", "", false
 	if pat, ok := netpolicy.FirstMatch(p.guard.allow, h); ok {
-		return ruleAllowlist + "[" + pat.String() + "]", "host is in the allowlist", nil
+		rule, reason, listed = ruleAllowlist+"["+pat.String()+"]", "host is in the allowlist", true
+	} else if p.approvals != nil && p.approvals.Allowed(st.session, h, port) {
+		rule, reason, listed = ruleApproval, "a human approved this host for the session", true
+	} else {
+		p.mu.Lock()
+		r, ok := p.approved[approvalKey{st.session, h, port}]
+		p.mu.Unlock()
+		if ok {
+			rule, reason, listed = r, "a human approved this host for the session", true
+		}
 	}
-	if p.approvals != nil && p.approvals.Allowed(st.session, h, port) {
-		return ruleApproval, "a human approved this host for the session", nil
+	if !listed && !p.cfg.EscalateUnknownHosts {
+		return "", "", &refusal{http.StatusForbidden, ruleAllowlist, "host " + h.String() + " is not in the allowlist"}
 	}
-	notListed := &refusal{http.StatusForbidden, ruleAllowlist, "host " + h.String() + " is not in the allowlist"}
-	if !p.cfg.EscalateUnknownHosts {
-		return "", "", notListed
+	if sc := p.scanner(); insp != nil && sc.Detector() != nil {
+		hits, err := insp(sc.Detector(), listed)
+		if err != nil {
+			st.fail(err)
+			return "", "", &refusal{http.StatusBadRequest, policy.RuleSecretEgress, errNoScan.Error()}
+		}
+		if len(hits) > 0 {
+			return p.decideSecrets(ctx, st, sc, h, port, hits, listed)
+		}
+	}
+	if listed {
+		return rule, reason, nil
 	}
 	return p.escalate(ctx, st, h, port)
 }

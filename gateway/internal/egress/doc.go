@@ -10,5 +10,8 @@
 // address unless an Unsafe prefix allows it, dials the address it checked,
 // optionally verifies that the TLS SNI names the CONNECT host, relays bytes
 // with idle and connect timeouts and a per-session cap, and writes one
-// audit.EgressEvent when the request or tunnel ends. See docs/egress.md.
+// audit.EgressEvent when the request or tunnel ends. Before anything is
+// dialed, a CONNECT's host name and a plain-HTTP request's URL, headers and
+// body are scanned for secrets (secrets.go): a finding is the policy's
+// structural-secret-egress decision. See docs/egress.md.
 package egress

@@ -34,7 +34,7 @@ func (p *Proxy) handleConnect(_ string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		ctx.Resp = refusalResponse(r, st, ref)
 		return goproxy.RejectConnect, r.RequestURI
 	}
-	if ref := p.decide(r.Context(), r, st, h, port); ref != nil {
+	if ref := p.decide(r.Context(), r, st, h, port, scanHost(h)); ref != nil {
 		ctx.Resp = refusalResponse(r, st, ref)
 		return goproxy.RejectConnect, h.HostPort(port)
 	}
@@ -74,7 +74,7 @@ func (p *Proxy) handleRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Reque
 	if r.Header.Get("Upgrade") != "" {
 		return r, refusalResponse(r, st, p.refuse(st, &refusal{http.StatusForbidden, ruleRequest, "protocol upgrades are only relayed through CONNECT"}))
 	}
-	if ref := p.decide(r.Context(), r, st, u.Host, u.Port); ref != nil {
+	if ref := p.decide(r.Context(), r, st, u.Host, u.Port, scanRequest(r, u, p.cfg.MaxScanBodyBytes)); ref != nil {
 		return r, refusalResponse(r, st, ref)
 	}
 	// Forward to the canonical authority we decided on.

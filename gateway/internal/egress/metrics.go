@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"ironcurtain.dev/gateway/secretscan"
 )
 
 // dialBuckets are the buckets of the dial latency histogram, in seconds
@@ -21,6 +23,7 @@ type metrics struct {
 	dial          prometheus.Histogram
 	auditFailures prometheus.Counter
 	authFailures  prometheus.Counter
+	secrets       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -50,11 +53,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ironcurtain_egress_auth_failures_total",
 			Help: "Proxy requests without a valid agent token (recorded as one audit row per source per minute).",
 		}),
+		secrets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_egress_secret_findings_total",
+			Help: "Secrets found in what the egress proxy was asked to send (host names, plain-HTTP URLs, headers, bodies), by detector kind.",
+		}, []string{"kind"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.active, m.bytes, m.dial, m.auditFailures, m.authFailures} {
+	for _, c := range []prometheus.Collector{m.requests, m.active, m.bytes, m.dial, m.auditFailures, m.authFailures, m.secrets} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -64,4 +71,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// secretFindings counts hits by kind (a fixed set: the detectors).
+func (m *metrics) secretFindings(hits []secretscan.Hit) {
+	for _, h := range hits {
+		m.secrets.WithLabelValues(string(h.Kind)).Inc()
+	}
 }

@@ -79,6 +79,11 @@ type ProxyConfig struct {
 	// UnsafeSkipSNICheck turns off the check that a tunnel's TLS ClientHello
 	// names the CONNECT host (which also refuses non-TLS tunnels).
 	UnsafeSkipSNICheck bool
+	// MaxScanBodyBytes is how much of a plain-HTTP request body is scanned
+	// for secrets (secrets.max_proxy_body_bytes); a longer body is a
+	// finding of its own (KindUnscannedBody). Default
+	// DefaultMaxScanBodyBytes.
+	MaxScanBodyBytes int64
 	// Resolver replaces net.DefaultResolver (tests).
 	Resolver Resolver
 }
@@ -95,6 +100,7 @@ type Deps struct {
 	Sink       audit.Sink            // required: one EgressEvent per request or tunnel
 	Escalator  escalation.Escalator  // for EscalateUnknownHosts; default escalation.Deny{}
 	Approvals  Approvals             // optional
+	Secrets    SecretSource          // optional: scan what leaves for secrets (docs/egress.md)
 	Registerer prometheus.Registerer // optional: nil leaves the metrics unregistered
 	Logger     *slog.Logger          // optional
 }
@@ -108,6 +114,7 @@ type Proxy struct {
 	sink      audit.Sink
 	escalator escalation.Escalator
 	approvals Approvals
+	secrets   SecretSource
 	log       *slog.Logger
 	metrics   *metrics
 	gp        *goproxy.ProxyHttpServer
@@ -143,6 +150,9 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 	setDefault(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
 	setDefault(&c.MaxConnections, DefaultMaxConnections)
+	if c.MaxScanBodyBytes == 0 {
+		c.MaxScanBodyBytes = DefaultMaxScanBodyBytes
+	}
 	setDefault(&c.MaxConnectionsPerClient, min(DefaultMaxConnsPerClient, c.MaxConnections))
 	if c.MaxConnectionsPerClient > c.MaxConnections {
 		return nil, fmt.Errorf("creating egress proxy: max_connections_per_client (%d) exceeds max_connections (%d)", c.MaxConnectionsPerClient, c.MaxConnections)
@@ -151,7 +161,7 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 		c.AllowedPorts = DefaultAllowedPorts
 	}
 	if c.MaxTunnelsPerSession < 0 || c.ConnectTimeout < 0 || c.IdleTimeout < 0 || c.ReadHeaderTimeout < 0 ||
-		c.MaxHeaderBytes < 0 || c.DrainTimeout < 0 || c.MaxConnections < 0 || c.MaxConnectionsPerClient < 0 {
+		c.MaxHeaderBytes < 0 || c.DrainTimeout < 0 || c.MaxConnections < 0 || c.MaxConnectionsPerClient < 0 || c.MaxScanBodyBytes < 0 {
 		return nil, errors.New("creating egress proxy: negative limit")
 	}
 	ports := make(map[int]bool, len(c.AllowedPorts))
@@ -170,7 +180,7 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 		return nil, fmt.Errorf("creating egress proxy: %w", err)
 	}
 	p := &Proxy{
-		cfg: c, guard: g, auth: d.Auth, sink: d.Sink, escalator: d.Escalator, approvals: d.Approvals,
+		cfg: c, guard: g, auth: d.Auth, sink: d.Sink, escalator: d.Escalator, approvals: d.Approvals, secrets: d.Secrets,
 		log: d.Logger, metrics: m, ports: ports,
 		perSess: map[string]int{}, approved: map[approvalKey]string{}, pending: map[approvalKey]*pendingEscalation{},
 		conns: map[net.Conn]struct{}{}, authFails: newAuthFailures(), authAggWindow: authAggWindow,
