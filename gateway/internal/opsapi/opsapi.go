@@ -59,6 +59,9 @@ type Deps struct {
 	Gatherer    prometheus.Gatherer
 	Registerer  prometheus.Registerer // receives the API's own metrics (nil: none)
 	Logger      *slog.Logger
+	// UI, when set, serves the operator console under /ui/ (it does its
+	// own sign-in: gateway/internal/console).
+	UI http.Handler
 }
 
 // Error codes (stable: clients may switch on them).
@@ -112,6 +115,10 @@ func New(d Deps) http.Handler {
 	})
 	a.ready = newReadiness(a.deps.Data.Ready)
 	r.Get("/readyz", a.readyz)
+	if d.UI != nil {
+		r.Handle("/ui", d.UI)
+		r.Handle("/ui/*", d.UI)
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(a.authenticate)
 		r.Use(dbDeadline)
