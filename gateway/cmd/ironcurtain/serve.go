@@ -103,6 +103,9 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if err != nil {
 		return err
 	}
+	if st.sink, err = decisionMetrics(cfg, reg, st.sink); err != nil { // serve_metrics.go
+		return err
+	}
 	if auth, err = withMintedSessions(auth, tokens, st); err != nil { // serve_sessions.go
 		return err
 	}
