@@ -361,6 +361,7 @@ func buildOps(st *storage, operators *opsapi.Operators, pol opsapi.PolicyReloade
 			Data:        opsapi.PGData{Pool: st.pool},
 			Policy:      pol,
 			Sessions:    st.minted,
+			UI:          consoleHandler(st, operators, pol, log), // serve_console.go
 			Gatherer:    reg,
 			Registerer:  reg,
 			Logger:      log.With("component", "opsapi"),

@@ -30,7 +30,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/opsapi"
 )
@@ -146,7 +145,11 @@ func (c *Console) Handler() http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusMethodNotAllowed, "Method not allowed.")
 	})
-	return r
+	// Mounted inside another chi router (the ops API), route on the whole
+	// path with a routing context of its own.
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, nil)))
+	})
 }
 
 // securityHeaders sets the headers every console response carries.
@@ -254,6 +257,3 @@ func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
 // ErrUnavailable is what a Store or SessionAdmin returns for a feature the
 // gateway does not have (e.g. minted sessions without their store).
 var ErrUnavailable = errors.New("not available on this gateway")
-
-// compile-time guard: the audit package's types are what the store yields.
-var _ = audit.Filter{}

@@ -38,8 +38,8 @@ type escRow struct {
 
 // scope is an "approve similar" choice with what it will approve, in words.
 type scope struct {
-	Value string // escalation.Scope*
-	Label string
+	Value  string // escalation.Scope*
+	Label  string
 	Covers string // agent-derived (resource): escaped like any other value
 }
 

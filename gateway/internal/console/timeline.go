@@ -156,5 +156,5 @@ func errInvalidf(msg string) error { return invalidError(msg) }
 
 type invalidError string
 
-func (e invalidError) Error() string { return string(e) }
+func (e invalidError) Error() string        { return string(e) }
 func (e invalidError) Is(target error) bool { return target == errInvalid }
