@@ -6,6 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// failureReasons are the reason label values of ironcurtain_audit_failures_total.
+var failureReasons = []string{"db", "rejected", "timeout", "queue_full", "closed", "invalid", "db_down", "spool_full", "spool"}
+
 // sinkMetrics are the Postgres sink's metrics.
 type sinkMetrics struct {
 	records        *prometheus.CounterVec // type, result
@@ -100,6 +103,13 @@ func newSinkMetrics(reg prometheus.Registerer, g sinkGauges) (*sinkMetrics, erro
 			Name: "ironcurtain_audit_spool_full_total",
 			Help: "Tool calls refused because the audit spool had no room left for their outcome.",
 		}),
+	}
+	// Every failure reason is exported from the start, at 0: an alert on
+	// increase(ironcurtain_audit_failures_total[5m]) sees the first failure
+	// (a series that appears at 1 has no increase), and the dashboards'
+	// panels exist before anything fails (compose/observability).
+	for _, reason := range failureReasons {
+		m.failures.WithLabelValues(reason)
 	}
 	if reg == nil {
 		return m, nil
