@@ -72,6 +72,9 @@ func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 	}
 	pol := h.snapshot()
 	c := &call{h: h, e: e, sess: d.Session, id: h.newID(), start: h.now(), run: d.Run, policyVersion: policyVersion(pol)}
+	if res, stop := c.loopGate(ctx, withRecord(d.Args, d.Record), d.Notify); stop { // loop.go
+		return DoorResult{CallID: c.id, Decision: policy.Decision{Status: policy.Deny, Rule: RuleLoopBreaker, Reason: firstText(res, 500)}, Result: res}
+	}
 	var ev policy.Evaluation
 	switch {
 	case d.Refused != nil:

@@ -38,6 +38,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/loopguard"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
@@ -107,6 +108,9 @@ type Deps struct {
 	Auth session.Authenticator
 	// Metrics records calls (optional).
 	Metrics *metrics.ToolCalls
+	// LoopGuard is the per-session loop breaker and rate limit (loop.go);
+	// nil: none.
+	LoopGuard *loopguard.Guard
 	// Logger (optional; nil discards).
 	Logger *slog.Logger
 	// Now and NewID are for tests (defaults time.Now and UUIDv4).
@@ -146,6 +150,7 @@ type Hub struct {
 	alog    auditLog
 	pins    pinState         // external tools hidden by their pins (pins.go)
 	watched []servers.Server // servers whose tools are checked against pins
+	loop    *loopguard.Guard // nil: no loop breaker (loop.go)
 }
 
 // New builds the hub: it checks every server's tools against the policy's
@@ -192,7 +197,7 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	}
 	h := &Hub{
 		cfg: cfg, policy: d.Policy, esc: d.Escalator, sink: d.Audit, auth: d.Auth,
-		metrics: d.Metrics, log: d.Logger, now: d.Now, newID: d.NewID,
+		metrics: d.Metrics, log: d.Logger, loop: d.LoopGuard, now: d.Now, newID: d.NewID,
 		tools: map[string]*toolEntry{}, life: newLifecycle(),
 	}
 	if h.esc == nil {

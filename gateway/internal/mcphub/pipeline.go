@@ -59,6 +59,9 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	if why, hidden := h.pins.changed(e.key); hidden {
 		return c.refuseChanged(ctx, r.Args, why) // pins.go
 	}
+	if res, stop := c.loopGate(ctx, r.Args, r.Notify); stop {
+		return res // loop.go
+	}
 
 	if _, ok := pol.Annotation(e.server, e.tool); !ok {
 		c.args = marshalArgs(r.Args)
@@ -209,6 +212,7 @@ func (c *call) finish(ctx context.Context, status string, res servers.Result, er
 		Duration: elapsed, ResultBytes: size, Truncated: cut, Error: errText,
 	})
 	h.metrics.Outcome(c.e.server, c.e.tool, status, elapsed)
+	c.loopAfter(status)
 	return res
 }
 

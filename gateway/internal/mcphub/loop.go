@@ -1,0 +1,140 @@
+package mcphub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/loopguard"
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/policy"
+)
+
+// RuleLoopBreaker is the rule of the records the loop breaker writes: the
+// call that paused its session (decision escalate, with the pause's
+// escalation) and the calls refused while the session is paused or cooling
+// down (decision deny).
+const RuleLoopBreaker = "loop-breaker"
+
+// loopGate runs the session's loop breaker (Deps.LoopGuard; package
+// loopguard) before policy. It returns stop=true with the answer when the
+// call must not go on:
+//
+//   - the call crossed a limit: it pauses the session and asks a human, by
+//     one escalation through the ordinary queue, whether the session may go
+//     on. It does not run itself, approved or not (an approval lets the
+//     session's next calls through policy as usual; running this one would
+//     skip its policy decision): the agent is told to retry it;
+//   - the session is paused (another call is waiting for that human) or an
+//     operator denied the pause (cooldown): refused at once, with a short
+//     message and a deny record.
+func (c *call) loopGate(ctx context.Context, args map[string]any, n Notifier) (servers.Result, bool) {
+	g := c.h.loop
+	if g == nil {
+		return servers.Result{}, false
+	}
+	chk := g.Before(c.sess.ID, c.e.key, loopguard.Digest(c.e.key, args), c.h.now())
+	switch chk.Verdict {
+	case loopguard.Proceed:
+		return servers.Result{}, false
+	case loopguard.Trip:
+		return c.pauseSession(ctx, args, chk, n), true
+	case loopguard.Paused:
+		why := "until an operator decides whether it may go on"
+		if chk.EscalationID != "" {
+			why = "until an operator decides escalation " + chk.EscalationID
+		}
+		return c.loopRefuse(ctx, args, chk, fmt.Sprintf("this session's tool calls are paused %s (%s)", why, chk.Reason)), true
+	default:
+		return c.loopRefuse(ctx, args, chk, fmt.Sprintf("an operator stopped this session's tool calls until %s (%s)", chk.Until.UTC().Format(time.RFC3339), chk.Reason)), true
+	}
+}
+
+// loopRefuse records and returns a refusal by the loop breaker.
+func (c *call) loopRefuse(ctx context.Context, args map[string]any, chk loopguard.Check, reason string) servers.Result {
+	c.args = marshalArgs(args)
+	c.h.metrics.Decision(c.e.server, c.e.tool, policy.Deny.String())
+	d := policy.Decision{Status: policy.Deny, Rule: RuleLoopBreaker, Reason: reason, Detail: "limit " + chk.Limit}
+	return c.deny(ctx, c.decision(d, nil))
+}
+
+// pauseSession is the call that crossed a limit: write-ahead decision
+// (escalate, rule loop-breaker, the escalation id), one escalation, then the
+// guard resumes the session (approved) or cools it down (anything else).
+// The wait outlives the agent's request (the pause is the session's, not
+// this call's) but not the gateway's shutdown.
+func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopguard.Check, n Notifier) servers.Result {
+	h := c.h
+	c.args = marshalArgs(args)
+	h.metrics.Decision(c.e.server, c.e.tool, policy.Escalate.String())
+	cooldown := h.loop.Config().Cooldown
+	reason := chk.Reason + fmt.Sprintf(" — approve to let the session go on calling tools; deny to stop its calls for %s", cooldown)
+	escID := h.newID()
+	h.loop.Escalated(c.sess.ID, escID)
+	dec := c.decision(policy.Decision{Status: policy.Escalate, Rule: RuleLoopBreaker, Reason: reason, Detail: "limit " + chk.Limit}, nil)
+	dec.EscalationID = escID
+	if err := h.record(ctx, dec); err != nil {
+		h.loop.Resolve(c.sess.ID, false, h.now())
+		return c.auditFailed(ctx, err)
+	}
+	h.log.Warn("session paused by the loop breaker; waiting for an operator", "session", c.sess.ID, "limit", chk.Limit,
+		"reason", chk.Reason, "escalation_id", escID, "call_id", c.id)
+	notice := EscalationNotice{EscalationID: escID, Tool: c.e.key, Status: StatusPending, Reason: agentText(chk.Reason, "")}
+	notify(ctx, n, notice)
+
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(h.life.stopping, cancel)()
+	stop := progressLoop(wctx, n, notice, h.cfg.ProgressEvery)
+	waitStart := h.now()
+	res, err := h.esc.Escalate(wctx, escalation.Request{
+		ID: escID, CallID: c.id, SessionID: c.sess.ID, Kind: escalation.KindToolCall,
+		Server: c.e.server, Tool: c.e.tool, Args: audit.Redact(c.args),
+		Rule: RuleLoopBreaker, Reason: reason,
+	})
+	stop()
+	c.waited = h.now().Sub(waitStart)
+	approved := err == nil && res.Approved && (res.Status == "" || res.Status == StatusApproved)
+	until := h.loop.Resolve(c.sess.ID, approved, h.now())
+	if approved {
+		h.log.Info("loop breaker: an operator let the session go on", "session", c.sess.ID, "escalation_id", escID, "decided_by", res.DecidedBy)
+		notice.Status, notice.Reason = StatusApproved, "the session may go on"
+		notify(ctx, n, notice)
+		msg := fmt.Sprintf("%s did not run: this session was paused (%s); an operator let it go on (escalation %s): retry the call if it is still needed", c.e.key, agentText(chk.Reason, ""), escID)
+		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "loop breaker: paused, then resumed by escalation "+escID+"; the call itself did not run", 0, false)
+	}
+	detail := "loop breaker: escalation " + escID
+	switch {
+	case err != nil:
+		detail += ": no decision: " + err.Error()
+	default:
+		detail += " " + res.Status
+		if by := decidedBy(res); by != "" {
+			detail += " (" + by + ")"
+		}
+	}
+	h.log.Warn("loop breaker: the session's calls stay stopped", "session", c.sess.ID, "escalation_id", escID, "until", until, "detail", detail)
+	notice.Status, notice.Reason = StatusDenied, "the session's tool calls are stopped for a while"
+	notify(ctx, n, notice)
+	msg := fmt.Sprintf("refused %s: this session's tool calls were paused (%s) and an operator stopped them until %s (escalation %s)", c.e.key, agentText(chk.Reason, ""), until.UTC().Format(time.RFC3339), escID)
+	return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(msg), detail, 0, false)
+}
+
+// loopAfter tells the loop breaker what became of a call.
+func (c *call) loopAfter(status string) {
+	if c.h.loop == nil {
+		return
+	}
+	o := loopguard.Other
+	switch status {
+	case audit.OutcomeOK, audit.OutcomeError:
+		if c.ran {
+			o = loopguard.Ran
+		}
+	case audit.OutcomeDenied:
+		o = loopguard.Denied
+	}
+	c.h.loop.After(c.sess.ID, o, c.h.now())
+}

@@ -1,0 +1,225 @@
+package mcphub
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/loopguard"
+	"ironcurtain.dev/gateway/internal/metrics"
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/policy"
+)
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestLoopBreakerPausesALoopingSession plays an agent stuck in a loop: it
+// keeps trying writes that policy denies. The call after the fifth denial
+// pauses the session behind one escalation; while it is pending the
+// session's other calls are refused at once (another session is not
+// affected); an approval lets the session go on (the pausing call itself
+// does not run); when it loops again and the operator denies, its calls are
+// refused for the cooldown, then run again. Every step is recorded.
+func TestLoopBreakerPausesALoopingSession(t *testing.T) {
+	f := newPipelineFixture(t, Config{}, false)
+	f.pol.evals["files__write"] = policy.Evaluation{Decision: policy.Decision{Status: policy.Deny, Rule: "deny-writes", Reason: "writing is not allowed"}}
+	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
+	clock := &fakeClock{t: time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)}
+	reg := prometheus.NewRegistry()
+	lm, err := metrics.NewLoopBreaker(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := loopguard.New(loopguard.Config{ConsecutiveDenials: 5, Cooldown: time.Minute}, lm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hub.loop = g
+	f.hub.now = clock.now
+	stuck := session.Session{ID: "stuck", Name: "stuck"}
+	other := session.Session{ID: "other", Name: "other"}
+	call := func(s session.Session, tool string, args map[string]any) servers.Result {
+		return f.hub.Call(context.Background(), CallRequest{Session: s, Tool: tool, Args: args, Notify: f.notifier})
+	}
+	loop := func(n int) {
+		for i := 0; i < n; i++ {
+			clock.add(2 * time.Second)
+			res := call(stuck, "files__write", map[string]any{"path": fmt.Sprintf("/etc/passwd-%d", i)})
+			if !res.IsError || !strings.Contains(loopText(res), "writing is not allowed") {
+				t.Fatalf("denied write %d = %+v", i, res)
+			}
+		}
+	}
+
+	// Round 1: five denials, then the sixth call pauses the session.
+	loop(5)
+	f.esc.wait = make(chan struct{})
+	f.esc.res = escalation.Result{Approved: true, Status: StatusApproved, DecidedBy: "alice"}
+	tripped := make(chan servers.Result, 1)
+	clock.add(2 * time.Second)
+	go func() { tripped <- call(stuck, "files__write", map[string]any{"path": "/etc/passwd-5"}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(f.esc.requests()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no escalation for the looping session")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	req := f.esc.requests()[0]
+	if req.Rule != RuleLoopBreaker || req.SessionID != "stuck" || req.Kind != escalation.KindToolCall ||
+		!strings.Contains(req.Reason, "the agent seems stuck: 5 denied calls in a row in 8s") || len(req.Exact) != 0 {
+		t.Fatalf("escalation request = %+v", req)
+	}
+	// While it is pending: the session's calls are refused at once, with a
+	// record; another session's run.
+	before := f.srv.callCount()
+	res := call(stuck, "files__read", map[string]any{"path": "a"})
+	if !res.IsError || !strings.Contains(loopText(res), "paused until an operator decides escalation "+req.ID) {
+		t.Fatalf("call while paused = %+v", res)
+	}
+	if res := call(other, "files__read", map[string]any{"path": "a"}); res.IsError {
+		t.Fatalf("another session's call = %+v", res)
+	}
+	if got := f.srv.callCount(); got != before+1 {
+		t.Fatalf("server calls = %d, want %d (only the other session's)", got, before+1)
+	}
+	close(f.esc.wait)
+	res = <-tripped
+	if !res.IsError || !strings.Contains(loopText(res), "did not run") || !strings.Contains(loopText(res), "an operator let it go on") {
+		t.Fatalf("pausing call after approval = %+v", res)
+	}
+	if !f.esc.durable {
+		t.Fatal("the pause's decision was not recorded before the escalation")
+	}
+	var pauseDec *audit.ToolCallDecision
+	for _, d := range f.sink.decisions() {
+		if d.EscalationID == req.ID {
+			pauseDec = d
+		}
+	}
+	if pauseDec == nil || pauseDec.Decision != "escalate" || pauseDec.Rule != RuleLoopBreaker || pauseDec.CallID != req.CallID || pauseDec.Detail != "limit denials" {
+		t.Fatalf("pause decision = %+v", pauseDec)
+	}
+	// The session goes on.
+	if res := call(stuck, "files__read", map[string]any{"path": "a"}); res.IsError {
+		t.Fatalf("call after approval = %+v", res)
+	}
+
+	// Round 2: it loops again; the operator denies: cooldown.
+	f.esc.wait = nil
+	f.esc.res = escalation.Result{Approved: false, Status: StatusDenied, DecidedBy: "alice"}
+	loop(5)
+	clock.add(2 * time.Second)
+	res = call(stuck, "files__write", map[string]any{"path": "/etc/passwd-5"})
+	if !res.IsError || !strings.Contains(loopText(res), "an operator stopped them until 2026-11-26T10:01:") {
+		t.Fatalf("pausing call after denial = %+v", res)
+	}
+	clock.add(30 * time.Second)
+	res = call(stuck, "files__read", map[string]any{"path": "a"})
+	if !res.IsError || !strings.Contains(loopText(res), "an operator stopped this session's tool calls until") {
+		t.Fatalf("call in cooldown = %+v", res)
+	}
+	clock.add(31 * time.Second)
+	if res := call(stuck, "files__read", map[string]any{"path": "a"}); res.IsError {
+		t.Fatalf("call after the cooldown = %+v", res)
+	}
+
+	// Records: every refused call has a loop-breaker deny decision and a
+	// denied outcome; the pausing calls an escalate decision.
+	var escalates, refusals int
+	for _, d := range f.sink.decisions() {
+		if d.Rule != RuleLoopBreaker {
+			continue
+		}
+		switch d.Decision {
+		case "escalate":
+			escalates++
+		case "deny":
+			refusals++
+		}
+	}
+	if escalates != 2 || refusals != 2 {
+		t.Fatalf("loop-breaker decisions: %d escalate, %d deny; want 2 and 2\n%v", escalates, refusals, f.sink.trail())
+	}
+	outcomes := map[string]string{}
+	for _, o := range f.sink.outcomes() {
+		outcomes[o.CallID] = o.Status
+	}
+	for _, d := range f.sink.decisions() {
+		if _, ok := outcomes[d.CallID]; !ok {
+			t.Errorf("decision %s (%s) has no outcome", d.CallID, d.Rule)
+		}
+	}
+	want := `
+# HELP ironcurtain_loop_breaker_trips_total Sessions paused behind an escalation because they crossed a limit (rate, identical, denials).
+# TYPE ironcurtain_loop_breaker_trips_total counter
+ironcurtain_loop_breaker_trips_total{limit="denials"} 2
+# HELP ironcurtain_loop_breaker_refused_calls_total Calls refused because their session was paused (waiting for an operator) or cooling down (an operator denied the pause).
+# TYPE ironcurtain_loop_breaker_refused_calls_total counter
+ironcurtain_loop_breaker_refused_calls_total{state="cooldown"} 1
+ironcurtain_loop_breaker_refused_calls_total{state="paused"} 1
+# HELP ironcurtain_loop_breaker_resolved_total Pauses ended, by result (approved: the session goes on; denied: its calls are refused for the cooldown).
+# TYPE ironcurtain_loop_breaker_resolved_total counter
+ironcurtain_loop_breaker_resolved_total{result="approved"} 1
+ironcurtain_loop_breaker_resolved_total{result="denied"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoopBreakerIdenticalCallsThroughADoor: identical calls through
+// another door (the git and GitHub doors use Hub.Door) count too.
+func TestLoopBreakerIdenticalCallsThroughADoor(t *testing.T) {
+	f := newPipelineFixture(t, Config{}, true) // escalation.Deny: the pause is refused
+	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
+	g, err := loopguard.New(loopguard.Config{IdenticalCalls: 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hub.loop = g
+	sess := session.Session{ID: "s"}
+	ran := 0
+	for i := 0; i < 3; i++ {
+		r := f.hub.Door(context.Background(), DoorCall{Session: sess, Tool: "files__read", Args: map[string]any{"path": "a"},
+			Run: func(context.Context) (servers.Result, error) { ran++; return servers.Text("ok"), nil }})
+		if r.Result.IsError {
+			t.Fatalf("door call %d = %+v", i, r.Result)
+		}
+	}
+	r := f.hub.Door(context.Background(), DoorCall{Session: sess, Tool: "files__read", Args: map[string]any{"path": "a"},
+		Run: func(context.Context) (servers.Result, error) { ran++; return servers.Text("ok"), nil }})
+	if !r.Result.IsError || r.Ran || r.Decision.Rule != RuleLoopBreaker || !strings.Contains(loopText(r.Result), "4 identical calls to files__read") {
+		t.Fatalf("fourth identical door call = %+v", r)
+	}
+	if ran != 3 {
+		t.Fatalf("ran %d times, want 3", ran)
+	}
+}
+
+func loopText(r servers.Result) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}

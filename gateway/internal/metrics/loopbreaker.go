@@ -1,0 +1,64 @@
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LoopBreaker records what the per-session loop breaker does
+// (loopguard.Metrics). A nil *LoopBreaker records nothing.
+type LoopBreaker struct {
+	trips    *prometheus.CounterVec
+	refused  *prometheus.CounterVec
+	resolved *prometheus.CounterVec
+}
+
+// NewLoopBreaker creates the loop-breaker metrics and registers them on reg
+// (nil: unregistered).
+func NewLoopBreaker(reg prometheus.Registerer) (*LoopBreaker, error) {
+	m := &LoopBreaker{
+		trips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_loop_breaker_trips_total",
+			Help: "Sessions paused behind an escalation because they crossed a limit (rate, identical, denials).",
+		}, []string{"limit"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_loop_breaker_refused_calls_total",
+			Help: "Calls refused because their session was paused (waiting for an operator) or cooling down (an operator denied the pause).",
+		}, []string{"state"}),
+		resolved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_loop_breaker_resolved_total",
+			Help: "Pauses ended, by result (approved: the session goes on; denied: its calls are refused for the cooldown).",
+		}, []string{"result"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.trips, m.refused, m.resolved} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering loop-breaker metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Trip counts a session paused for limit.
+func (m *LoopBreaker) Trip(limit string) {
+	if m != nil {
+		m.trips.WithLabelValues(limit).Inc()
+	}
+}
+
+// Refused counts a call refused in state ("paused" or "cooldown").
+func (m *LoopBreaker) Refused(state string) {
+	if m != nil {
+		m.refused.WithLabelValues(state).Inc()
+	}
+}
+
+// Resolved counts a pause ended with result ("approved" or "denied").
+func (m *LoopBreaker) Resolved(result string) {
+	if m != nil {
+		m.resolved.WithLabelValues(result).Inc()
+	}
+}
