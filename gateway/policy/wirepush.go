@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"ironcurtain.dev/gateway/secretscan"
 )
 
 // WirePush is a push received over git's smart HTTP protocol (the gateway's
@@ -14,6 +16,10 @@ type WirePush struct {
 	URL string
 	// Updates are the ref updates of the push, in the client's order.
 	Updates []RefUpdate
+	// Secrets are what the push adds that looks like a secret (the door
+	// scans the commits, tags and blobs it adds): they make the push's
+	// decision RuleSecretEgress (escalate, or deny per detector).
+	Secrets []secretscan.Hit
 }
 
 type wirePushKey struct{}
@@ -23,7 +29,10 @@ type wirePushKey struct{}
 // the git push tool: the push invariants (PushChecker.CheckUpdates: force
 // in any form, tag moves, deletion, protected branches in any spelling,
 // ref names) deny first; then the call is evaluated as git/push to URL (URL
-// role, domain gate, compiled rules, shadow). Evaluation.Policy lists every
+// role, domain gate, compiled rules, shadow). Secrets found in what the
+// push adds make it RuleSecretEgress: a denial by setting stands first; an
+// escalation replaces an allow and names any other escalation's reason, so
+// one human approval covers both. Evaluation.Policy lists every
 // ref update for the audit record; Evaluation.Push is nil (there is no
 // workspace plan: the door pushes exactly the updates judged here).
 func (e *Engine) EvaluateWirePush(ctx context.Context, w WirePush) Evaluation {
@@ -38,6 +47,13 @@ func (e *Engine) EvaluateWirePush(ctx context.Context, w WirePush) Evaluation {
 		}
 		return Evaluation{Decision: Decision{Status: Deny, Rule: RuleGitPush, Reason: "push refused: " + refused[0].Reason,
 			Detail: strings.Join(detail, "; ")}, Policy: record}
+	}
+	sd, secret := e.secrets.Decide("", w.Secrets)
+	if secret {
+		record["secrets"] = sd.Secrets
+		if sd.Status == Deny {
+			return Evaluation{Decision: sd, Policy: record}
+		}
 	}
 	remote, err := ParseGitRemoteURL(w.URL)
 	if err != nil {
@@ -63,6 +79,9 @@ func (e *Engine) EvaluateWirePush(ctx context.Context, w WirePush) Evaluation {
 	ev.Push = nil
 	ev.Transport = req.Args
 	ev.Policy = record
+	if secret {
+		ev = withSecrets(ev, sd)
+	}
 	return ev
 }
 

@@ -109,6 +109,10 @@ type Config struct {
 	// lets the same session's upload-pack requests for that repository be
 	// served from the mirror.
 	FetchGrant time.Duration
+	// MaxScanBytes bounds the commit messages and added blobs of one push
+	// scanned for secrets (secrets.max_push_bytes); default
+	// gitscan.DefaultMaxBytes. A larger push is escalated.
+	MaxScanBytes int64
 	// UnsafeUpstreams (tests only) maps a host as named in the path to the
 	// base URL git really talks to (a local test server). Policy and
 	// records still see https://<host>/<owner>/<repo>.git.
@@ -138,8 +142,10 @@ type Deps struct {
 	Allow   Allowlist
 	// Audit receives an egress row for each upstream fetch and push a
 	// door call makes, carrying the call's id (nil: none).
-	Audit  audit.Sink
-	Logger *slog.Logger
+	Audit audit.Sink
+	// Secrets scans what a push adds for secrets (nil: no scanning).
+	Secrets SecretSource
+	Logger  *slog.Logger
 }
 
 // Handler serves the door.
@@ -163,7 +169,7 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	if cfg.Fresh == 0 {
 		cfg.Fresh = DefaultFresh
 	}
-	if cfg.MaxPackBytes < 0 || cfg.MaxObjects < 0 || cfg.MaxRefs < 0 || cfg.Timeout < 0 || cfg.FetchGrant < 0 {
+	if cfg.MaxPackBytes < 0 || cfg.MaxObjects < 0 || cfg.MaxScanBytes < 0 || cfg.MaxRefs < 0 || cfg.Timeout < 0 || cfg.FetchGrant < 0 {
 		return nil, errors.New("creating git HTTP door: limits must not be negative")
 	}
 	if cfg.MaxPackBytes == 0 {

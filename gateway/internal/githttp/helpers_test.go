@@ -235,6 +235,9 @@ type envOptions struct {
 	rules []policy.CompiledRule // default: allow everything
 	cfg   Config
 	esc   *fakeEscalator
+	// secrets configures secret scanning (the zero value: default
+	// detectors, escalate).
+	secrets policy.SecretScan
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -270,7 +273,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		eng = baseEngine(t, sandbox)
 	} else {
 		eng, err = policy.New(&policy.CompiledPolicy{Rules: rules}, nil, nil, policy.Settings{Sandbox: sandbox, Annotations: anns,
-			DomainAllowlists: map[string][]string{"git": {"github.com"}}})
+			DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: o.secrets})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +289,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	cfg := o.cfg
 	cfg.UnsafeUpstreams = map[string]string{"github.com": up.srv.URL}
-	d, err := New(cfg, Deps{Hub: hub, Auth: tokenAuth{}, Mirrors: gs, Allow: eng, Audit: e.sink,
+	d, err := New(cfg, Deps{Hub: hub, Auth: tokenAuth{}, Mirrors: gs, Allow: eng, Audit: e.sink, Secrets: eng,
 		Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))})
 	if err != nil {
 		t.Fatal(err)

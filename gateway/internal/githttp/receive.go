@@ -17,6 +17,7 @@ import (
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
+	"ironcurtain.dev/gateway/secretscan"
 )
 
 // receiveCaps are the capabilities the door advertises for a push: no
@@ -65,6 +66,10 @@ type pushState struct {
 	q     *quarantine
 	m     *gitsrv.UpstreamMirror
 	kinds []policy.RefUpdate
+	// secrets are what the push adds that looks like a secret (secrets.go);
+	// scan says how much was read, for the record.
+	secrets []secretscan.Hit
+	scan    map[string]any
 }
 
 // receivePack handles one push.
@@ -194,6 +199,12 @@ func (p *pushState) run(ctx, reqCtx context.Context, pr *gitwire.Reader) pushRes
 		id := p.refuse(reqCtx, policy.RuleGitPush, "push refused: "+ce.reason)
 		return p.allRefs("", ce.reason+" (call "+id+")")
 	}
+	p.secrets, p.scan, err = p.scanSecrets(ctx)
+	if err != nil {
+		h.log.Warn("git HTTP door: scanning the push for secrets failed", "repo", p.rp.url, "err", err)
+		id := p.refuse(reqCtx, policy.RuleSecretEgress, "the push could not be scanned for secrets")
+		return p.allRefs("", "IronCurtain could not scan the push for secrets (call "+id+")")
+	}
 	return p.decideAndPush(reqCtx)
 }
 
@@ -203,8 +214,8 @@ func (p *pushState) decideAndPush(ctx context.Context) pushResult {
 	reports := make(chan []gitwire.RefStatus, 1)
 	res := p.h.d.Hub.Door(ctx, mcphub.DoorCall{
 		Session: p.sess, Tool: ToolPush,
-		Push:   &policy.WirePush{URL: p.rp.url, Updates: p.kinds},
-		Record: map[string]any{"claimed": p.claims(), "atomic": p.req.Capabilities.Atomic},
+		Push:   &policy.WirePush{URL: p.rp.url, Updates: p.kinds, Secrets: p.secrets},
+		Record: p.record(),
 		Notify: bandNotifier{out: p.out},
 		Run: func(ctx context.Context) (servers.Result, error) {
 			return p.pushUpstream(ctx, reports)
@@ -225,6 +236,15 @@ func (p *pushState) decideAndPush(ctx context.Context) pushResult {
 		// The upstream push did not finish (timed out or cancelled).
 		return p.allRefs("", text(res.Result)+" (call "+res.CallID+")")
 	}
+}
+
+// record is what the push's record says beside the policy's arguments.
+func (p *pushState) record() map[string]any {
+	rec := map[string]any{"claimed": p.claims(), "atomic": p.req.Capabilities.Atomic}
+	if p.scan != nil {
+		rec["secret_scan"] = p.scan
+	}
+	return rec
 }
 
 // refRefusal shortens a policy refusal for a ref line.
