@@ -1,0 +1,336 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"ironcurtain.dev/e2e/internal/stack"
+)
+
+// consoleSession is the agent session of the console scenario.
+const consoleSession = "console"
+
+// xssName is a file name an injected agent could choose: markup that would
+// run script if the console rendered it as HTML, a javascript: URL and an
+// RTL override that would make the name read backwards.
+const xssName = `x"><img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>javascript:window.__pwned=3` + "\u202Egpj.exe"
+
+// consoleTranscript: a fetch (its egress event is nested under the call in
+// the timeline), a write of a file whose name is an XSS payload, and a
+// delete of that file (escalated: the operator approves in the console).
+var consoleTranscript = `name: e2e-console
+steps:
+  - code: |
+      filesystem.create_directory({ path: "/workspace/console" });
+      const page = fetch.http_fetch({ url: "https://` + stack.HostAllowed + `/console", format: "text" });
+      filesystem.write_file({ path: ` + jsString("/workspace/console/"+xssName) + `, content: "payload" });
+      return page;
+  - expect: { status: ok, contains: ["hello from ` + stack.HostAllowed + `"] }
+    code: |
+      filesystem.move_file({ source: ` + jsString("/workspace/console/"+xssName) + `, destination: "/workspace/console/gone.txt" });
+      return "moved";
+  - expect: { status: ok, contains: ["moved"] }
+    final: Done.
+`
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// chromiumPath finds Debian's chromium. Without it the test is skipped,
+// except in CI (CI=true), where it fails.
+func chromiumPath(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed (scripts/prereqs.sh installs it)")
+	}
+	t.Skip("chromium is not installed (scripts/prereqs.sh installs it; in CI this fails)")
+	return ""
+}
+
+// browserLog collects what the page logged: console messages, exceptions,
+// log entries (CSP violations are reported there) and the
+// securitypolicyviolation events the watcher script turns into console
+// errors.
+type browserLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *browserLog) add(s string) {
+	b.mu.Lock()
+	b.lines = append(b.lines, s)
+	b.mu.Unlock()
+}
+
+func (b *browserLog) all() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.lines...)
+}
+
+// watcher runs in every document before the page's own script (CDP
+// scripts are not subject to the page's CSP): it reports CSP violations,
+// alerts and when each pending escalation row first appears.
+const watcher = `
+document.addEventListener("securitypolicyviolation", function (e) {
+  console.error("CSP-VIOLATION " + e.violatedDirective + " " + e.blockedURI);
+});
+window.alert = window.confirm = window.prompt = function () { console.error("DIALOG-OPENED"); };
+window.__seen = {};
+new MutationObserver(function () {
+  document.querySelectorAll("tr.esc.st-pending").forEach(function (tr) {
+    var id = tr.getAttribute("data-id");
+    if (id && !window.__seen[id]) { window.__seen[id] = Date.now(); }
+  });
+}).observe(document, { childList: true, subtree: true });
+`
+
+// TestConsole drives the operator console in headless Chromium against the
+// real stack: sign in; a live agent's escalation appears without a reload;
+// the operator approves it in the page; the agent finishes; the timeline
+// shows the calls with their egress events and the chain verifies; the
+// agent's XSS payload is shown as inert text (no script ran, no CSP
+// violation); a cross-site form post is refused. Screenshots go to
+// docs/console/.
+func TestConsole(t *testing.T) {
+	chrome := chromiumPath(t)
+	s := topology(t)
+	ctx := ctxFor(t, 6*time.Minute)
+	base, err := s.OpsURL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots := screenshotDir(t)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
+		chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+
+	var logs browserLog
+	messages := chromedp.Console(bctx) // starts the browser; subscribes now
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			logs.add(m.String() + " (source " + m.Source + ")")
+		}
+	}()
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("%s: %v\nbrowser log:\n%s", what, err, strings.Join(logs.all(), "\n"))
+		}
+	}
+	if _, err := chromedp.Call(bctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watcher}); err != nil {
+		t.Fatalf("adding the watcher script: %v", err)
+	}
+
+	// Sign in: a wrong token is refused, the operator token starts a session.
+	do("wrong token",
+		chromedp.Navigate(base+"/ui/escalations"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), "not-the-operator-token-0000"),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS("p.error")),
+	)
+	if body := get(t, bctx, chromedp.Text(chromedp.CSS("p.error"))); !strings.Contains(body, "not a valid operator token") {
+		t.Fatalf("wrong token: %q", body)
+	}
+	do("sign in",
+		chromedp.SetValue(chromedp.ID("token"), ""),
+		chromedp.SendKeys(chromedp.ID("token"), s.Secrets.OperatorToken),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.ID("pending")),
+		chromedp.WaitVisible(chromedp.CSS("#live-state.on")), // the event stream is open
+	)
+	if title := get(t, bctx, chromedp.Title()); !strings.HasPrefix(title, "Escalations") {
+		t.Fatalf("after sign-in: title %q", title)
+	}
+	get(t, bctx, chromedp.Evaluate[int](`window.__noReload = 1`))
+	if cookies := get(t, bctx, chromedp.Evaluate[string](`document.cookie`)); strings.Contains(cookies, "ic_console") {
+		t.Fatal("the session cookie is readable by script (not HttpOnly)")
+	}
+
+	// A live agent's escalation appears without a reload.
+	type result struct {
+		r   stack.ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := s.RunTranscript(ctx, consoleSession, "console", []byte(consoleTranscript), "console scenario", "-v")
+		done <- result{r, err}
+	}()
+	esc, err := s.WaitPending(ctx, consoleSession, "filesystem", "move_file", 2*time.Minute)
+	if err != nil {
+		select {
+		case res := <-done:
+			t.Fatalf("%v; the agent run ended: %v %s", err, res.err, res.r)
+		default:
+			t.Fatal(err)
+		}
+	}
+	row := `tr[data-id="` + esc.ID + `"]`
+	do("live escalation", chromedp.WaitVisible(chromedp.CSS(row)))
+	seenMS := get(t, bctx, chromedp.Evaluate[float64](`window.__seen[`+strconv.Quote(esc.ID)+`] || 0`))
+	if !get(t, bctx, chromedp.Evaluate[bool](`window.__noReload === 1`)) {
+		t.Fatal("the page reloaded: the escalation did not arrive live")
+	}
+	created, err := s.SQL(ctx, "SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM escalations WHERE id = "+stack.Quote(esc.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	createdMS, err := strconv.ParseInt(created, 10, 64)
+	if err != nil {
+		t.Fatalf("created_at %q: %v", created, err)
+	}
+	latency := time.Duration(int64(seenMS)-createdMS) * time.Millisecond
+	t.Logf("FIGURE console live latency: escalation opened → shown in the open console: %s", latency)
+	if seenMS == 0 || latency > time.Second {
+		t.Errorf("the escalation appeared %s after it was opened, want <= 1s", latency)
+	}
+
+	// The payload is shown as text, never as markup.
+	rowText := get(t, bctx, chromedp.Text(chromedp.CSS(row)))
+	pwned := get(t, bctx, chromedp.Evaluate[any](`window.__pwned === undefined ? null : window.__pwned`))
+	imgs := get(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll("img").length`))
+	scripts := get(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll("script:not([src='/ui/assets/live.js'])").length`))
+	if pwned != nil || imgs != 0 || scripts != 0 {
+		t.Fatalf("agent markup became live: pwned=%v imgs=%d scripts=%d", pwned, imgs, scripts)
+	}
+	for _, want := range []string{`<img src=x onerror=`, `<script>window.__pwned=2</script>`, "⟨U+202E⟩"} {
+		if !strings.Contains(rowText, want) {
+			t.Errorf("the pending row does not show %q as text:\n%s", want, rowText)
+		}
+	}
+	screenshot(t, bctx, shots, "escalations.png")
+
+	// Approve in the page (the form post, as without JavaScript).
+	do("approve",
+		chromedp.SendKeys(chromedp.CSS(row+` input[name="reason"]`), "e2e: approved in the console"),
+		chromedp.Click(chromedp.CSS(row+` button.approve`)),
+		chromedp.WaitNotPresent(chromedp.CSS(row+` button.approve`)),
+	)
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the agent run did not finish within 2m of the approval")
+	}
+	if res.err != nil || res.r.Code != 0 {
+		t.Fatalf("agent run: %v\n%s", res.err, res.r)
+	}
+	if e, err := s.Escalation(ctx, esc.ID); err != nil || e.Status != "approved" || e.DecisionReason != "e2e: approved in the console" {
+		t.Fatalf("after the console approval: %+v %v", e, err)
+	}
+
+	// The timeline: the calls with their egress events, and the chain.
+	do("timeline",
+		chromedp.Navigate(base+"/ui/timeline?session="+consoleSession),
+		chromedp.WaitVisible(chromedp.CSS("table.timeline")),
+	)
+	calls := get(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll("tbody.call").length`))
+	nested := get(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll("tbody.call tr.egress.nested").length`))
+	if calls < 4 || nested < 1 {
+		t.Fatalf("timeline: %d calls, %d nested egress events", calls, nested)
+	}
+	screenshot(t, bctx, shots, "timeline.png")
+	do("verify",
+		chromedp.Click(chromedp.CSS("form.verify button")),
+		chromedp.WaitVisible(chromedp.ID("verify-result")),
+	)
+	if verified := get(t, bctx, chromedp.Text(chromedp.ID("verify-result"))); !strings.HasPrefix(strings.TrimSpace(verified), "Intact") {
+		t.Fatalf("verify: %q", verified)
+	}
+	do("sessions", chromedp.Navigate(base+"/ui/sessions"), chromedp.WaitVisible(chromedp.CSS("table.rows")))
+	screenshot(t, bctx, shots, "sessions.png")
+	do("policy", chromedp.Navigate(base+"/ui/policy"), chromedp.WaitVisible(chromedp.CSS("dl.detail")))
+	screenshot(t, bctx, shots, "policy.png")
+
+	// A cross-site form post (an attacker's page the signed-in operator
+	// visits) is refused: no CSRF token, another origin.
+	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/ui/sessions/create">
+<input name="name" value="csrf-attack"></form><script>document.getElementById("f").submit()</script>`, base)
+	}))
+	defer attacker.Close()
+	for _, origin := range []string{attacker.URL, strings.Replace(attacker.URL, "127.0.0.1", "localhost", 1)} {
+		do("cross-site post from "+origin, chromedp.Navigate(origin), chromedp.WaitVisible(chromedp.CSS("main")))
+		text := get(t, bctx, chromedp.Text(chromedp.CSS("main")))
+		if !strings.Contains(text, "Refused") && !strings.Contains(text, "Sign in first") {
+			t.Errorf("cross-site post from %s was not refused: %q", origin, text)
+		}
+	}
+	if n, err := s.SQL(ctx, "SELECT count(*) FROM agent_sessions WHERE name = 'csrf-attack'"); err != nil || n != "0" {
+		t.Errorf("cross-site post created a session: %q %v", n, err)
+	}
+
+	// Nothing the agent wrote ran, and the console's own pages logged no
+	// CSP violation, dialog or exception.
+	for _, l := range logs.all() {
+		if strings.Contains(l, "CSP-VIOLATION") || strings.Contains(l, "Content Security Policy") ||
+			strings.Contains(l, "DIALOG") || strings.HasPrefix(l, "exception:") {
+			t.Errorf("browser: %s", l)
+		}
+	}
+	t.Logf("browser log: %d entries", len(logs.all()))
+}
+
+// screenshotDir is docs/console of the repository (IC_E2E_SCREENSHOTS
+// overrides it).
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("IC_E2E_SCREENSHOTS"); d != "" {
+		return d
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "docs", "console")
+}
+
+// get runs one action and returns its value.
+func get[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png := get(t, ctx, chromedp.FullScreenshot(100))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s (%d bytes)", filepath.Join(dir, name), len(png))
+}
