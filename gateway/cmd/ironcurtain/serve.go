@@ -137,6 +137,10 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if err != nil {
 		return err
 	}
+	loop, err := loopGuard(cfg, reg) // serve_loopbreaker.go
+	if err != nil {
+		return err
+	}
 	hub, err := mcphub.New(mcphub.Config{
 		MaxResultBytes:  cfg.MCP.MaxResultBytes,
 		CallTimeout:     cfg.MCP.CallTimeout,
@@ -152,6 +156,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		Audit:     st.sink,
 		Auth:      auth,
 		Metrics:   toolMetrics,
+		LoopGuard: loop,
 		Logger:    log.With("component", "mcphub"),
 	})
 	if err != nil {
