@@ -42,6 +42,7 @@ const usage = `usage:
   ironcurtain policy eval  --policy-dir DIR [--config gateway.yaml] [--sandbox DIR] --tool server__tool --args JSON
   ironcurtain policy eval  --policy-dir DIR [--config gateway.yaml] [--sandbox DIR] --batch < requests.jsonl
   ironcurtain policy reload [--ops-url URL] [--token-file FILE] [--json]
+  ironcurtain policy replay --candidate DIR [--config gateway.yaml] [--since 24h] [--until T] [--session S] [--server X] [--format table|json]
 
 check loads compiled-policy.json, dynamic-lists.json and tool-annotations.json
 (and the shadow policy named in the config) and reports every problem with the
@@ -49,7 +50,9 @@ file and JSON path. eval prints {"decision","rule","reason"} per call; --batch
 reads one {"tool": "server__tool", "args": {...}} object per line. Paths
 starting with ~ expand from $HOME; relative paths in calls resolve against the
 sandbox. reload asks the running gateway (ops API, operator token) to load,
-validate and swap its policy, as SIGHUP does.
+validate and swap its policy, as SIGHUP does. replay re-evaluates the calls
+recorded in Postgres under a candidate policy and exits 1 when any would be
+decided more loosely (ironcurtain policy replay --help).
 `
 
 // Run runs `ironcurtain policy` with args (without the leading "policy").
@@ -66,6 +69,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return runCheck(args[1:], env)
 	case "eval":
 		return runEval(ctx, args[1:], env)
+	case "replay":
+		return runReplay(ctx, args[1:], env)
 	case "reload":
 		return opscli.PolicyReload(ctx, args[1:], opscli.Env{Getenv: env.Getenv, Stdout: env.Stdout, Stderr: env.Stderr})
 	}
