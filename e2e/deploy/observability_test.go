@@ -1,0 +1,107 @@
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The Compose profile `observability` (compose/observability/docker-compose.yml,
+// added after compose/docker-compose.yml): Prometheus and Grafana on the
+// operator's side only. The metrics themselves are checked against a live
+// gateway in gateway/cmd/ironcurtain (serve_metrics_test.go).
+const (
+	obsCompose    = "compose/observability/docker-compose.yml"
+	obsPrometheus = "compose/observability/prometheus/prometheus.yml"
+)
+
+func TestObservabilityProfileIsolation(t *testing.T) {
+	var o struct {
+		Services map[string]composeService `yaml:"services"`
+		Networks map[string]any            `yaml:"networks"`
+	}
+	decodeYAML(t, obsCompose, &o)
+	if len(o.Networks) > 0 {
+		t.Errorf("%s declares networks %v: it joins the stack's ops_net only", obsCompose, o.Networks)
+	}
+	for _, name := range []string{"prometheus", "grafana"} {
+		if _, ok := o.Services[name]; !ok {
+			t.Fatalf("%s has no %s service", obsCompose, name)
+		}
+	}
+	published := regexp.MustCompile(`^127\.0\.0\.1:(\$\{[^}]*\}|\d+):\d+$`)
+	for name, s := range o.Services {
+		t.Run(name, func(t *testing.T) {
+			if len(s.Profiles) != 1 || s.Profiles[0] != "observability" {
+				t.Errorf("profiles %v, want [observability] (plain `up` must not start it)", s.Profiles)
+			}
+			nets := s.networks(t)
+			if len(nets) != 1 {
+				t.Errorf("networks %v, want ops_net only", nets)
+			}
+			if _, ok := nets["ops_net"]; !ok {
+				t.Errorf("networks %v, want ops_net only (never agent_net or db_net)", nets)
+			}
+			for _, p := range s.Ports {
+				ps, _ := p.(string)
+				if !published.MatchString(ps) {
+					t.Errorf("port %v is not published on 127.0.0.1 only", p)
+				}
+			}
+			if s.NetworkMode != "" || s.Pid != "" || s.Ipc != "" || s.Privileged || len(s.CapAdd) > 0 {
+				t.Errorf("sets network_mode/pid/ipc/privileged/cap_add")
+			}
+			for _, v := range s.Volumes {
+				src, _, _ := strings.Cut(v.(string), ":")
+				if strings.HasPrefix(src, "/") || strings.Contains(src, "docker.sock") {
+					t.Errorf("volume %v mounts a host path outside the repository", v)
+				}
+				if strings.HasPrefix(src, "./") {
+					// Relative to compose/, the first Compose file's folder.
+					if _, err := os.Stat(repoPath(filepath.ToSlash(filepath.Join("compose", src)))); err != nil {
+						t.Errorf("volume %v: %v", v, err)
+					}
+				}
+			}
+			for k, v := range s.environment(t) {
+				for _, ref := range varRefs(v) {
+					switch {
+					case name == "prometheus" && ref == "IRONCURTAIN_OPERATOR_TOKEN" && k == ref:
+					case name == "grafana" && ref == "GRAFANA_ADMIN_PASSWORD" && k == "GF_SECURITY_ADMIN_PASSWORD":
+					default:
+						t.Errorf("%s takes ${%s}: the profile gets the operator token (Prometheus) and its own password (Grafana), nothing else", k, ref)
+					}
+				}
+			}
+		})
+	}
+
+	// Prometheus scrapes the ops API where the stack's gateway serves it.
+	var p struct {
+		ScrapeConfigs []struct {
+			MetricsPath   string `yaml:"metrics_path"`
+			Authorization struct {
+				CredentialsFile string `yaml:"credentials_file"`
+				Credentials     string `yaml:"credentials"`
+			} `yaml:"authorization"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	decodeYAML(t, obsPrometheus, &p)
+	_, _, ops := loadListeners(t, composeGateway)
+	if len(p.ScrapeConfigs) != 1 || len(p.ScrapeConfigs[0].StaticConfigs) != 1 {
+		t.Fatalf("%s: want one scrape config with one static target group", obsPrometheus)
+	}
+	sc := p.ScrapeConfigs[0]
+	if got := sc.StaticConfigs[0].Targets; len(got) != 1 || got[0] != ops.Host+":"+strconv.Itoa(ops.Port) {
+		t.Errorf("%s scrapes %v, want the gateway's ops listener %s:%d", obsPrometheus, got, ops.Host, ops.Port)
+	}
+	if sc.Authorization.Credentials != "" || sc.Authorization.CredentialsFile == "" {
+		t.Errorf("%s: the operator token must come from a file, never the config", obsPrometheus)
+	}
+}
