@@ -16,8 +16,9 @@
 #   - Debian packages: make, git, curl, unzip, gcc and libc6-dev (for -race), flock,
 #     sha256sum, debootstrap and the Debian archive keyring (for the offline images),
 #     ca-certificates, the Docker client and daemon (docker.io) and docker-compose, and the
-#     GitHub CLI (gh: the GitHub relay's tests drive it), and Chromium (the console's
-#     e2e test drives it headless);
+#     GitHub CLI (gh: the GitHub relay's tests drive it), Chromium (the console's
+#     e2e test drives it headless), and Prometheus (for promtool: the alert rules and a
+#     live /metrics are checked with it; the Prometheus service itself is not used);
 #   - Go: when Go >= 1.26 is not on PATH, the pinned Go 1.26.8 toolchain from the Go module
 #     proxy, checked against its go.sum hash, into ~/.cache/ironcurtain/toolchain.
 # Packages are installed as root, or through password-less sudo; otherwise it stops and
@@ -76,7 +77,7 @@ install_packages() {
     sha256sum:coreutils debootstrap:debootstrap \
     /usr/share/keyrings/debian-archive-keyring.gpg:debian-archive-keyring \
     /usr/include/stdlib.h:libc6-dev /etc/ssl/certs/ca-certificates.crt:ca-certificates \
-    docker:docker.io gh:gh chromium:chromium; do
+    docker:docker.io gh:gh chromium:chromium promtool:prometheus; do
     cmd=${pair%%:*}
     pkg=${pair#*:}
     if [[ $cmd == /* ]]; then
@@ -200,6 +201,7 @@ versions() {
   fi
   echo "builder: $builder"
   echo "debootstrap: $(debootstrap --version 2>/dev/null || echo missing)"
+  echo "promtool: $(promtool --version 2>/dev/null | head -n 1 || echo missing)"
   echo "make: $(make --version | head -n 1)"
   echo "CI=${ci:-<unset>}; cores: $(nproc); memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 }
