@@ -171,6 +171,7 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 		return ev
 	}
 	sd, secret := c.scanSecrets()
+	sd, secret = c.withDoorSecrets(sd, secret) // doorsecrets.go
 	if secret && sd.Status == Deny {
 		return c.result(sd)
 	}

@@ -150,7 +150,7 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 			h.refuse(w, r, sess, tool, RuleRequest, why, rec)
 			return
 		}
-		h.decideAndForward(w, r, sess, tool, args, rec, h.graphql, body)
+		h.decideAndForward(r.Context(), w, r, sess, tool, args, rec, h.graphql, body)
 		return
 	}
 	for _, op := range g.Ops {
@@ -179,7 +179,14 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 			return
 		}
 	}
-	h.decideAndForward(w, r, sess, tool, args, rec, h.graphql, body)
+	// The mutation's input as GitHub will read it (variables applied):
+	// every text it sends is scanned for secrets.
+	var input any
+	if v, err := muts[0].Arguments[0].Value.Value(vars); err == nil {
+		input = v
+	}
+	ctx := h.withSecrets(r.Context(), "mutation input", input)
+	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.graphql, body)
 }
 
 func decodeVars(raw map[string]json.RawMessage) (map[string]any, error) {

@@ -246,11 +246,13 @@ type approver struct {
 	mu   sync.Mutex
 	n    int
 	deny bool
+	reqs []escalation.Request
 }
 
 func (a *approver) Escalate(_ context.Context, req escalation.Request) (escalation.Result, error) {
 	a.mu.Lock()
 	a.n++
+	a.reqs = append(a.reqs, req)
 	deny := a.deny
 	a.mu.Unlock()
 	if deny {
@@ -303,7 +305,7 @@ func newEnvTimeout(t testing.TB, useBase bool, callTimeout time.Duration) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{APIURL: e.gh.srv.URL + "/", Token: gatewayTok}, Deps{Hub: hub, Auth: tokenAuth{}, Owner: srv, Audit: e.sink})
+	h, err := New(Config{APIURL: e.gh.srv.URL + "/", Token: gatewayTok}, Deps{Hub: hub, Auth: tokenAuth{}, Owner: srv, Audit: e.sink, Secrets: eng})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,8 +94,11 @@ type Deps struct {
 	// Audit receives an egress row (kind "github") for each exchange the
 	// relay has with GitHub: a forwarded request carries its call's id, a
 	// node lookup made to decide a mutation only the session's.
-	Audit  audit.Sink
-	Logger *slog.Logger
+	Audit audit.Sink
+	// Secrets scans what writes send (titles, bodies, comments) for
+	// secrets (nil: no scanning).
+	Secrets SecretSource
+	Logger  *slog.Logger
 }
 
 // Handler serves the relay.
@@ -226,7 +229,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.decideAndForward(w, r, sess, tool, args, rec, h.restURL(rt.Path, r.URL.RawQuery), body)
+	ctx := r.Context()
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		ctx = h.withSecrets(ctx, "request body", decodeJSON(body))
+	}
+	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.restURL(rt.Path, r.URL.RawQuery), body)
 }
 
 // GitHub Enterprise's layout, which gh uses for a GH_HOST other than
@@ -278,9 +285,11 @@ func apiPath(r *http.Request, hosts []string) (string, bool) {
 
 // decideAndForward runs one decision through the pipeline and, once it is
 // allowed, forwards the request and streams the answer back.
-func (h *Handler) decideAndForward(w http.ResponseWriter, r *http.Request, sess session.Session, tool string, args, rec map[string]any, target string, body []byte) {
+// ctx is the request's, carrying any secrets found in what it sends
+// (withSecrets).
+func (h *Handler) decideAndForward(ctx context.Context, w http.ResponseWriter, r *http.Request, sess session.Session, tool string, args, rec map[string]any, target string, body []byte) {
 	fw := &forwarder{h: h, w: w, r: r, target: target, body: body, done: make(chan struct{})}
-	res := h.d.Hub.Door(r.Context(), mcphub.DoorCall{Session: sess, Tool: tool, Args: args, Record: rec, Run: fw.run})
+	res := h.d.Hub.Door(ctx, mcphub.DoorCall{Session: sess, Tool: tool, Args: args, Record: rec, Run: fw.run})
 	if res.Ran {
 		// The pipeline runs Run in its own goroutine and stops waiting for
 		// it at the call timeout or when the client goes; its context is
