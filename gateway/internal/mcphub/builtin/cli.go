@@ -20,6 +20,7 @@ const cliUsage = `usage: ironcurtain tools <command> [flags]
 commands:
   list         list the built-in tools and the roles of their arguments
   annotations  write tool-annotations.json from the built-in servers' declared annotations
+  pin          review the external servers' tool definitions and pin them (docs/tools.md)
 `
 
 // Run is `ironcurtain tools`. It returns the exit code.

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/internal/mcphub/external"
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/policy"
+)
+
+const toolsPinUsage = `usage: ironcurtain tools pin [--config gateway.yaml] [--server NAME] [--check | --yes]
+
+Starts each external server of gateway.yaml, lists its tools and compares
+each definition (name, description, input schema) with the pin kept with its
+annotation in tool-annotations.json. Shows what changed, then asks whether to
+pin the new definitions (--yes: without asking; --check: never write, exit 1
+when anything differs). The gateway hides and refuses a tool whose definition
+differs from its pin; after pinning, reload the policy (SIGHUP or
+POST /v1/policy/reload) or restart the gateway.
+`
+
+// toolLister lists the tools of one external server.
+type toolLister func(ctx context.Context, name string, sc config.ServerConfig, cfg *config.Config, getenv func(string) string) ([]servers.Tool, error)
+
+func runToolsPin(ctx context.Context, e env) int {
+	return toolsPin(ctx, e, listExternal)
+}
+
+// listExternal starts the server as the gateway would, lists its tools and
+// stops it.
+func listExternal(ctx context.Context, name string, sc config.ServerConfig, cfg *config.Config, getenv func(string) string) ([]servers.Tool, error) {
+	envv, err := sc.LaunchEnv(name, getenv)
+	if err != nil {
+		return nil, err
+	}
+	s, err := external.Start(ctx, external.Config{
+		Name: name, Command: sc.Command, Args: sc.Args, Env: envv, StartTimeout: cfg.MCP.ExternalStartTimeout,
+	}, external.Deps{Logger: slog.New(slog.DiscardHandler), Getenv: getenv})
+	if err != nil {
+		return nil, err
+	}
+	tools := s.Tools()
+	if err := s.Close(); err != nil {
+		return nil, err
+	}
+	return tools, nil
+}
+
+func toolsPin(ctx context.Context, e env, list toolLister) int {
+	fs := flag.NewFlagSet("tools pin", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { fmt.Fprint(e.stderr, toolsPinUsage) }
+	cfgPath := fs.String("config", defaultConfigPath, "gateway.yaml")
+	var only multiFlag
+	fs.Var(&only, "server", "only this external server (repeatable)")
+	yes := fs.Bool("yes", false, "pin the new definitions without asking")
+	check := fs.Bool("check", false, "only compare: exit 1 when a definition differs from its pin, write nothing")
+	if err := fs.Parse(e.args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 || (*yes && *check) {
+		fs.Usage()
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(e.stderr, "ironcurtain tools pin: %v\n", err)
+		return 1
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return fail(err)
+	}
+	annPath := annotationsPath(cfg)
+	if annPath == "" {
+		return fail(errors.New("no tool-annotations.json: set policy_dir or annotations_file, and annotate the external servers first (compiler annotate-tools)"))
+	}
+	b, err := os.ReadFile(annPath)
+	if err != nil {
+		return fail(fmt.Errorf("reading the annotations: %w", err))
+	}
+	ann, err := policy.ParseAnnotations(annPath, b)
+	if err != nil {
+		return fail(err)
+	}
+	names := cfg.ExternalServers()
+	if len(only) > 0 {
+		for _, n := range only {
+			if _, ok := cfg.Servers[n]; !ok || cfg.Servers[n].Command == "" {
+				return fail(fmt.Errorf("--server %s: no external server of that name in %s", n, *cfgPath))
+			}
+		}
+		names = only
+	}
+	if len(names) == 0 {
+		fmt.Fprintln(e.stdout, "no external servers are configured; built-in tools are pinned by the binary")
+		return 0
+	}
+	listed := map[string][]servers.Tool{}
+	for _, n := range names {
+		tools, err := list(ctx, n, cfg.Servers[n], cfg, e.getenv)
+		if err != nil {
+			return fail(fmt.Errorf("listing the tools of %s: %w", n, err))
+		}
+		listed[n] = tools
+	}
+	changes, notes := comparePins(ann, listed)
+	for _, n := range notes {
+		fmt.Fprintln(e.stdout, n)
+	}
+	if len(changes) == 0 {
+		fmt.Fprintf(e.stdout, "every annotated tool of %s matches its pin\n", strings.Join(names, ", "))
+		return 0
+	}
+	for _, c := range changes {
+		c.print(e.stdout)
+	}
+	if *check {
+		fmt.Fprintf(e.stdout, "%d tool definition(s) differ from their pins\n", len(changes))
+		return 1
+	}
+	if !*yes {
+		fmt.Fprintf(e.stdout, "Pin these %d definition(s) in %s? [y/N] ", len(changes), annPath)
+		line, _ := bufio.NewReader(e.stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			fmt.Fprintln(e.stdout, "nothing pinned")
+			return 1
+		}
+	}
+	for _, c := range changes {
+		c.apply()
+	}
+	out, err := json.MarshalIndent(ann, "", "  ")
+	if err != nil {
+		return fail(err)
+	}
+	if err := replaceFile(annPath, append(out, '\n')); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(e.stdout, "pinned %d tool(s) in %s; reload the policy (SIGHUP or POST /v1/policy/reload) or restart the gateway\n", len(changes), annPath)
+	return 0
+}
+
+// pinChange is one annotated tool whose listed definition differs from its
+// pin.
+type pinChange struct {
+	server string
+	ann    *policy.ToolAnnotation
+	def    policy.ToolDefinition
+	check  policy.PinCheck
+	schema json.RawMessage // canonical listed schema
+	pin    policy.ToolPin
+	// uncovered are schema properties the annotation has no role for.
+	uncovered []string
+}
+
+func (c *pinChange) print(w io.Writer) {
+	fmt.Fprintf(w, "%s__%s: %s\n", c.server, c.def.Name, strings.Join(c.check.Changed, ", "))
+	old := ""
+	if c.ann.Pin != nil {
+		old = c.ann.Pin.Description
+	}
+	if old != c.def.Description {
+		fmt.Fprintln(w, "  description:")
+		fmt.Fprintf(w, "  - %s\n", visible(old))
+		fmt.Fprintf(w, "  + %s\n", visible(c.def.Description))
+	}
+	was, _ := policy.CanonicalSchema(c.ann.InputSchema)
+	if !bytes.Equal(was, c.schema) {
+		fmt.Fprintln(w, "  input schema:")
+		fmt.Fprintf(w, "  - %s\n", visible(string(was)))
+		fmt.Fprintf(w, "  + %s\n", visible(string(c.schema)))
+	}
+	if len(c.uncovered) > 0 {
+		fmt.Fprintf(w, "  warning: the annotation has no role for %s; calls using them are refused until the compiler's annotate-tools annotates them\n", strings.Join(c.uncovered, ", "))
+	}
+}
+
+func (c *pinChange) apply() {
+	c.ann.InputSchema = c.schema
+	p := c.pin
+	c.ann.Pin = &p
+}
+
+// comparePins compares each annotated tool of the listed servers with its
+// pin; notes are the tools that cannot be pinned (no annotation) or are no
+// longer listed.
+func comparePins(ann *policy.Annotations, listed map[string][]servers.Tool) ([]*pinChange, []string) {
+	var changes []*pinChange
+	var notes []string
+	srvNames := make([]string, 0, len(listed))
+	for n := range listed {
+		srvNames = append(srvNames, n)
+	}
+	sort.Strings(srvNames)
+	for _, srv := range srvNames {
+		sa := ann.Servers[srv]
+		byName := map[string]*policy.ToolAnnotation{}
+		if sa != nil {
+			for i := range sa.Tools {
+				byName[sa.Tools[i].Tool] = &sa.Tools[i]
+			}
+		}
+		seen := map[string]bool{}
+		tools := append([]servers.Tool(nil), listed[srv]...)
+		sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
+		for _, t := range tools {
+			seen[t.Name] = true
+			a := byName[t.Name]
+			if a == nil {
+				notes = append(notes, fmt.Sprintf("%s__%s: no annotation; not exposed (annotate it with the compiler's annotate-tools, then pin it)", srv, t.Name))
+				continue
+			}
+			def := policy.ToolDefinition{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+			chk := policy.CheckPin(*a, def)
+			if chk.OK {
+				continue
+			}
+			schema, err := policy.CanonicalSchema(t.InputSchema)
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("%s__%s: the server lists a schema that is not JSON; cannot pin it (%v)", srv, t.Name, err))
+				continue
+			}
+			pin, err := def.Pin()
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("%s__%s: cannot pin: %v", srv, t.Name, err))
+				continue
+			}
+			changes = append(changes, &pinChange{server: srv, ann: a, def: def, check: chk, schema: schema, pin: pin, uncovered: uncovered(*a, schema)})
+		}
+		names := make([]string, 0, len(byName))
+		for n := range byName {
+			if !seen[n] {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			notes = append(notes, fmt.Sprintf("%s__%s: annotated but no longer listed by the server", srv, n))
+		}
+	}
+	return changes, notes
+}
+
+// uncovered returns the schema's properties the annotation has no role for.
+func uncovered(a policy.ToolAnnotation, schema json.RawMessage) []string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return nil
+	}
+	var out []string
+	for p := range s.Properties {
+		if _, ok := a.Arg(p); !ok {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// visible shows control, format and invisible characters as escapes, so a
+// description cannot hide text from the reviewer.
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xad || (r >= 0x200b && r <= 0x200f) ||
+			(r >= 0x202a && r <= 0x202e) || (r >= 0x2060 && r <= 0x206f) || r == 0xfeff || (r >= 0xe0000 && r <= 0xe007f):
+			fmt.Fprintf(&b, `\u{%x}`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// annotationsPath is the tool-annotations.json the gateway loads: the
+// policy directory's, else annotations_file.
+func annotationsPath(cfg *config.Config) string {
+	if cfg.PolicyDir != "" {
+		p := filepath.Join(cfg.PolicyDir, policy.AnnotationsFile)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return cfg.AnnotationsFile
+}
+
+// replaceFile writes path atomically (temporary file, rename), keeping its
+// mode.
+func replaceFile(path string, b []byte) error {
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tool-annotations-*.json")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	_, werr := f.Write(b)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), mode)); err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
