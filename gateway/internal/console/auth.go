@@ -112,21 +112,28 @@ func (s *sessionStore) sweepLocked(now time.Time) {
 	}
 }
 
-func (c *Console) cookieName() string {
-	if c.deps.Secure {
+// secure reports whether the browser reaches the console over TLS: the
+// ops port serves TLS, or Deps.Secure says a TLS proxy fronts it, or the
+// proxy says so (X-Forwarded-Proto only ever makes the cookie stricter).
+func (c *Console) secure(r *http.Request) bool {
+	return c.deps.Secure || r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+func (c *Console) cookieName(r *http.Request) string {
+	if c.secure(r) {
 		return "__Host-" + cookieName
 	}
 	return cookieName
 }
 
-func (c *Console) setCookie(w http.ResponseWriter, value string, maxAge int) {
+func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
-		Name:     c.cookieName(),
+		Name:     c.cookieName(r),
 		Value:    value,
 		Path:     "/",
 		MaxAge:   maxAge,
 		HttpOnly: true,
-		Secure:   c.deps.Secure,
+		Secure:   c.secure(r),
 		SameSite: http.SameSiteStrictMode,
 	})
 }
@@ -139,19 +146,23 @@ func current(r *http.Request) opSession {
 	return s
 }
 
-// sameOrigin refuses a state-changing request another site made: its
-// Sec-Fetch-Site (sent by current browsers) must be same-origin, and its
-// Origin, when sent, must be this console's own.
+// sameOrigin refuses a state-changing request another site made. A current
+// browser says where the request came from in Sec-Fetch-Site, which must be
+// same-origin; its Origin is then the console's own or "null" (the console's
+// Referrer-Policy no-referrer makes browsers send Origin: null on their own
+// form posts). Without Sec-Fetch-Site, an Origin, when sent, must be the
+// console's own.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+	site := r.Header.Get("Sec-Fetch-Site")
+	if site != "" && site != "same-origin" {
 		return false
 	}
 	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true // non-browser clients; the CSRF token still applies
-	}
-	if origin == "null" {
-		return false
+	switch {
+	case origin == "":
+		return true // not a browser; the CSRF token still applies
+	case origin == "null":
+		return site == "same-origin"
 	}
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {

@@ -189,7 +189,7 @@ func assetHandler(assets fs.FS) http.Handler {
 // the console itself and carry the session's CSRF token.
 func (c *Console) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ck, err := r.Cookie(c.cookieName())
+		ck, err := r.Cookie(c.cookieName(r))
 		var sess opSession
 		ok := false
 		if err == nil {
@@ -206,7 +206,7 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 			if !sameOrigin(r) {
-				c.log.Warn("console: refused a cross-site request", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "operator", sess.operator)
+				c.log.Warn("console: refused a cross-site request", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "operator", sess.operator)
 				c.errorPage(w, r, http.StatusForbidden, "Refused: this request did not come from the console.")
 				return
 			}
@@ -230,6 +230,7 @@ func (c *Console) signinPage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if !sameOrigin(r) {
+		c.log.Warn("console: refused a cross-site sign-in", "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "host", r.Host)
 		c.errorPage(w, r, http.StatusForbidden, "Refused: this request did not come from the console.")
 		return
 	}
@@ -241,16 +242,16 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, _ := c.sessions.create(name)
-	c.setCookie(w, id, int(SessionMax/time.Second))
+	c.setCookie(w, r, id, int(SessionMax/time.Second))
 	c.log.Info("console: operator signed in", "operator", name, "remote", r.RemoteAddr)
 	http.Redirect(w, r, "/ui/escalations", http.StatusSeeOther)
 }
 
 func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
-	if ck, err := r.Cookie(c.cookieName()); err == nil {
+	if ck, err := r.Cookie(c.cookieName(r)); err == nil {
 		c.sessions.remove(ck.Value)
 	}
-	c.setCookie(w, "", -1)
+	c.setCookie(w, r, "", -1)
 	http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)
 }
 

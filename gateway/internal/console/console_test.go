@@ -112,7 +112,7 @@ func TestSignIn(t *testing.T) {
 		{name: "empty token", form: url.Values{"token": {""}}, want: http.StatusUnauthorized},
 		{name: "no token", form: url.Values{}, want: http.StatusUnauthorized},
 		{name: "cross-site sign-in", form: url.Values{"token": {operatorToken}}, origin: "https://evil.example", want: http.StatusForbidden},
-		{name: "null origin", form: url.Values{"token": {operatorToken}}, origin: "null", want: http.StatusForbidden},
+		{name: "null origin without fetch metadata", form: url.Values{"token": {operatorToken}}, origin: "null", want: http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := anon.post("/ui/signin", tc.form, tc.origin)
