@@ -14,8 +14,10 @@ import (
 
 type fakeData struct{}
 
-func (fakeData) ToolCalls(context.Context, audit.Filter, func(*audit.ToolCall) error) error { return nil }
-func (fakeData) Sessions(context.Context, int) ([]opsapi.SessionSummary, error)           { return nil, nil }
+func (fakeData) ToolCalls(context.Context, audit.Filter, func(*audit.ToolCall) error) error {
+	return nil
+}
+func (fakeData) Sessions(context.Context, int) ([]opsapi.SessionSummary, error) { return nil, nil }
 func (fakeData) Session(context.Context, string) (opsapi.SessionSummary, error) {
 	return opsapi.SessionSummary{}, opsapi.ErrNotFound
 }
