@@ -27,6 +27,7 @@ type metrics struct {
 	unpriced      *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
 	auditFailures prometheus.Counter
+	secrets       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -60,11 +61,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ironcurtain_relay_audit_failures_total",
 			Help: "Model calls the audit sink failed to store (new model calls are refused until a write succeeds).",
 		}),
+		secrets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_relay_secret_findings_total",
+			Help: "Secrets found in model requests, by detector kind. Model requests are exempt from secret scanning's decision (prompts carry code): counted only.",
+		}, []string{"kind"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.tokens, m.cost, m.unpriced, m.latency, m.auditFailures} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.tokens, m.cost, m.unpriced, m.latency, m.auditFailures, m.secrets} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

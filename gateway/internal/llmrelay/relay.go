@@ -87,7 +87,10 @@ type Deps struct {
 	Auth session.Authenticator
 	Sink audit.Sink
 	// Spend seeds each session's spend (nil: spend starts at zero).
-	Spend      Spend
+	Spend Spend
+	// Secrets, when set, counts the secrets model requests carry
+	// (secrets.go; never blocks).
+	Secrets    SecretSource
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }
@@ -105,6 +108,7 @@ type Relay struct {
 
 	auth      session.Authenticator
 	sink      audit.Sink
+	secrets   SecretSource
 	ledger    *ledger
 	prices    *priceTable
 	metrics   *metrics
@@ -142,6 +146,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		bodyTimeout:       bodyReadTimeout,
 		auth:              deps.Auth,
 		sink:              deps.Sink,
+		secrets:           deps.Secrets,
 		ledger:            newLedger(cfg.Budget, cfg.SessionBudgets, deps.Spend, orDefault(cfg.MaxConcurrentPerSession, DefaultMaxConcurrentPerSession)),
 		prices:            newPriceTable(cfg.Prices),
 		log:               log,
@@ -258,7 +263,14 @@ func providerFrom(p config.RelayProvider) ProviderConfig {
 
 // Handler returns the relay's HTTP handler, to mount at Prefix + "/"
 // (the request path keeps the prefix).
-func (r *Relay) Handler() http.Handler { return http.HandlerFunc(r.serve) }
+func (r *Relay) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Body != nil && req.Body != http.NoBody {
+			req.Body = r.countSecrets(req.Body)
+		}
+		r.serve(w, req)
+	})
+}
 
 // Close releases idle upstream connections.
 func (r *Relay) Close() error {
