@@ -25,6 +25,7 @@ type Engine struct {
 	reach    reach  // what confined servers can reach (reach.go)
 	secrets  *SecretScanner
 	content  string // content hash of the artifacts and settings (version.go)
+	version  string // content, combined with the shadow's version (version.go)
 }
 
 // Evaluation is the outcome of one call: the decision, the arguments to send
@@ -105,6 +106,7 @@ func (e *Engine) Warnings() []string { return append([]string(nil), e.warnings..
 func (e *Engine) WithShadow(s *Engine) *Engine {
 	c := *e
 	c.shadow = s
+	c.version = c.versionWithShadow()
 	return &c
 }
 

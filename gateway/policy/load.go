@@ -33,6 +33,7 @@ func loadDirFS(dir string, s Settings, fsys fileSystem) (*Engine, error) {
 			return nil, fmt.Errorf("loading shadow policy: %w", err)
 		}
 		e.shadow = shadow
+		e.version = e.versionWithShadow()
 	}
 	return e, nil
 }
@@ -130,6 +131,7 @@ func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, f
 	}
 	e.checkReach()
 	e.content = contentVersion(p, a, l, s)
+	e.version = e.content
 	return e, nil
 }
 

@@ -21,7 +21,10 @@ const VersionLen = 16
 // same state; a reload that changes nothing keeps the version. It is the
 // first VersionLen hex digits of a SHA-256 over the parsed artifacts in JSON
 // (so whitespace and key order in the files do not change it).
-func (e *Engine) Version() string {
+func (e *Engine) Version() string { return e.version }
+
+// versionWithShadow computes the version of e with its shadow attached.
+func (e *Engine) versionWithShadow() string {
 	if e.shadow == nil {
 		return e.content
 	}
