@@ -35,6 +35,8 @@ type ToolWatcher interface {
 type pinState struct {
 	mu     sync.Mutex
 	hidden map[string]string
+	// version is the policy version the pins were last checked against.
+	version string
 }
 
 // changed reports whether key is hidden, and why.
@@ -68,6 +70,24 @@ func (h *Hub) watchPins(list []servers.Server) {
 		name := s.Name()
 		w.OnToolsChanged(func(tools []servers.Tool) { h.recheckPins(name, tools, true) })
 		h.recheckPins(name, s.Tools(), true)
+	}
+	h.pins.version = policyVersion(h.snapshot())
+}
+
+// recheckOnReload checks the pins again when the policy in force (v, the
+// call's snapshot) is not the one they were checked against: a reload that
+// carries new pins (`ironcurtain tools pin`) shows the tools that match them
+// from the next call on, and one that drops a pin hides its tool.
+func (h *Hub) recheckOnReload(v string) {
+	if len(h.watched) == 0 {
+		return
+	}
+	h.pins.mu.Lock()
+	same := h.pins.version == v
+	h.pins.version = v
+	h.pins.mu.Unlock()
+	if !same {
+		h.RecheckPins()
 	}
 }
 

@@ -56,6 +56,7 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	}
 	pol := h.snapshot()
 	c := &call{h: h, e: e, sess: r.Session, id: h.newID(), start: start, policyVersion: policyVersion(pol)}
+	h.recheckOnReload(c.policyVersion)
 	if why, hidden := h.pins.changed(e.key); hidden {
 		return c.refuseChanged(ctx, r.Args, why) // pins.go
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,19 @@ import (
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
 )
+
+// swapPolicy is a reloadable policy (mcphub.Snapshotter), as livepolicy.
+type swapPolicy struct {
+	cur atomic.Pointer[policy.Engine]
+}
+
+func (p *swapPolicy) Snapshot() *policy.Engine { return p.cur.Load() }
+func (p *swapPolicy) Annotation(server, tool string) (policy.ToolAnnotation, bool) {
+	return p.cur.Load().Annotation(server, tool)
+}
+func (p *swapPolicy) Evaluate(ctx context.Context, r policy.Request) policy.Evaluation {
+	return p.cur.Load().Evaluate(ctx, r)
+}
 
 type tokenAuth struct{}
 
@@ -120,10 +134,13 @@ func TestHubHidesARugPulledTool(t *testing.T) {
 		Name: "allow-notes", If: policy.RuleCondition{Server: []string{"notes"}},
 		Then: policy.Allow, Reason: "notes tools are harmless",
 	}}}
-	eng, err := policy.New(cp, ann, nil, policy.Settings{Sandbox: t.TempDir()})
+	sandbox := t.TempDir()
+	eng, err := policy.New(cp, ann, nil, policy.Settings{Sandbox: sandbox})
 	if err != nil {
 		t.Fatal(err)
 	}
+	live := &swapPolicy{}
+	live.cur.Store(eng)
 	logs := &syncBuf{}
 	reg := prometheus.NewRegistry()
 	m, err := metrics.NewToolCalls(reg)
@@ -131,7 +148,7 @@ func TestHubHidesARugPulledTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := recSink{ch: make(chan *audit.ToolCallDecision, 16)}
-	hub, err := mcphub.New(mcphub.Config{}, mcphub.Deps{Servers: []servers.Server{s}, Policy: eng, Audit: sink, Auth: tokenAuth{},
+	hub, err := mcphub.New(mcphub.Config{}, mcphub.Deps{Servers: []servers.Server{s}, Policy: live, Audit: sink, Auth: tokenAuth{},
 		Metrics: m, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -194,5 +211,34 @@ ironcurtain_tool_pin_mismatches_total{change="unpinned",server="notes",tool="env
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ironcurtain_tool_pin_mismatches_total"); err != nil {
 		t.Fatal(err)
+	}
+
+	// The operator reviews and pins the new definition (what `ironcurtain
+	// tools pin` writes) and reloads: the next call shows echo again.
+	for _, tool := range s.Tools() {
+		if tool.Name == "echo" {
+			ann2 := &policy.Annotations{}
+			for _, a := range ann.Servers["notes"].Tools {
+				if a.Tool == "echo" {
+					a = pinnedAnnotation(t, "notes", tool, "text")
+				}
+				ann2.Add(a)
+			}
+			eng2, err := policy.New(cp, ann2, nil, policy.Settings{Sandbox: sandbox})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if eng2.Version() == eng.Version() {
+				t.Fatal("new pins did not change the policy version")
+			}
+			live.cur.Store(eng2)
+		}
+	}
+	res = hub.Call(context.Background(), mcphub.CallRequest{Session: sess, Tool: "notes__echo", Args: map[string]any{"text": "re-pinned"}})
+	if res.IsError || text(res) != "re-pinned" {
+		t.Fatalf("echo after re-pinning and reload = %+v", res)
+	}
+	if got := strings.Join(listMCP(t, srv.URL), ","); got != "notes__echo,notes__rugpull" {
+		t.Fatalf("tools/list after re-pinning = %s", got)
 	}
 }
