@@ -93,6 +93,14 @@ git:
 
 mcp:
   progress_every: 5s
-`, q(HostAllowed), q(HostGit), hostGatewayOps, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q("https://"+HostGitHub+"/"), q(HostGit))
+
+# The durability scenarios drive one session with several agents that write
+# as fast as they can and repeat the same create_directory every round: far
+# beyond any real agent, so the loop breaker's limits are raised here (its
+# own tests are in gateway/internal/loopguard and mcphub).
+loop_breaker:
+  calls_per_minute: 1000000
+  identical_calls: 100000
+`, q(HostAllowed), q(HostGit), hostGatewayOps, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q("https://"+HostApprover+"/v1"), q("https://"+HostGitHub+"/"), q(HostGit))
 	return []byte(b.String())
 }
