@@ -184,7 +184,54 @@ func PrettyJSON(raw []byte) string {
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
 		return string(raw)
 	}
-	return buf.String()
+	return unescapeHTMLSafe(buf.String())
+}
+
+// unescapeHTMLSafe turns the escapes Go's JSON encoder writes for HTML
+// safety (\u003c, \u003e, \u0026) and for JavaScript (\u2028, \u2029)
+// back into their characters, so the operator reads "<" where the value has
+// "<" (the template escapes it; Neutralise marks the separators). Other
+// escapes stay as they are.
+func unescapeHTMLSafe(s string) string {
+	if !strings.Contains(s, `\u`) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		if s[i+1] == 'u' && i+6 <= len(s) {
+			switch strings.ToLower(s[i+2 : i+6]) {
+			case "003c":
+				b.WriteByte('<')
+				i += 5
+				continue
+			case "003e":
+				b.WriteByte('>')
+				i += 5
+				continue
+			case "0026":
+				b.WriteByte('&')
+				i += 5
+				continue
+			case "2028":
+				b.WriteString("\u2028")
+				i += 5
+				continue
+			case "2029":
+				b.WriteString("\u2029")
+				i += 5
+				continue
+			}
+		}
+		b.WriteByte(s[i]) // an escape pair: copy both bytes
+		b.WriteByte(s[i+1])
+		i++
+	}
+	return b.String()
 }
 
 // oneLine shortens a value for a table cell: its first line, bounded.

@@ -98,3 +98,18 @@ func FuzzNeutralise(f *testing.F) {
 		}
 	})
 }
+
+func TestPrettyJSON(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{in: `{"a":1}`, want: "{\n  \"a\": 1\n}"},
+		{in: `{"p":"\u003cimg\u003e \u0026 x"}`, want: "{\n  \"p\": \"<img> & x\"\n}"},
+		{in: `{"p":"\\u003c stays"}`, want: "{\n  \"p\": \"\\\\u003c stays\"\n}"},
+		{in: `{"p":"a\u2028b"}`, want: "{\n  \"p\": \"a\u2028b\"\n}"},
+		{in: `{"p":"\u0041"}`, want: "{\n  \"p\": \"\\u0041\"\n}"},
+		{in: `not json <b>`, want: `not json <b>`},
+	} {
+		if got := PrettyJSON([]byte(tc.in)); got != tc.want {
+			t.Errorf("PrettyJSON(%s) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
