@@ -34,18 +34,5 @@ func (c *call) withDoorSecrets(sd Decision, secret bool) (Decision, bool) {
 		return sd, secret
 	}
 	d, found := c.e.secrets.Decide(v.subject, v.hits)
-	switch {
-	case !found:
-		return sd, secret
-	case !secret:
-		return d, true
-	case sd.Status == Deny && len(sd.Secrets) == 0:
-		return sd, true // a refusal to scan at all stands as it is
-	}
-	sd.Secrets = dedupeFindings(append(sd.Secrets, d.Secrets...))
-	if d.Status == Deny {
-		sd.Status = Deny
-	}
-	sd.Reason = secretReason(sd)
-	return sd, true
+	return mergeSecrets(sd, secret, d, found)
 }

@@ -149,6 +149,10 @@ type PushPlan struct {
 	CurrentBranch string
 	Tags          bool
 	SetUpstream   bool
+	// Inspected, when set, are the objects a secret scan read, by
+	// destination ref (PushInspector): the push must send exactly these.
+	// Not part of Equal.
+	Inspected map[string]string
 }
 
 // ErrPushRefused is wrapped by every refusal from CheckPush.

@@ -39,6 +39,9 @@ type SecretScan struct {
 	// nil: DefaultTextServers. Tools with a github-owner or github-repo
 	// argument, and email-body arguments, are scanned on every server.
 	TextServers []string `json:"text_servers,omitempty"`
+	// PushInspector scans what a push made with the git tool adds (the git
+	// server, bound at serve time; pushscan.go). nil: not scanned.
+	PushInspector PushInspector `json:"-"`
 }
 
 // DefaultTextServers are the servers whose text arguments are scanned when

@@ -103,6 +103,10 @@ type Config struct {
 	MaxOutput int
 	// Git is the git binary (default "git" from PATH).
 	Git string
+	// MaxScanBytes bounds the commit messages and added blobs of one push
+	// scanned for secrets (InspectPush; secrets.max_push_bytes); default
+	// gitscan.DefaultMaxBytes.
+	MaxScanBytes int64
 	// Logger receives failure details (never shown to the agent).
 	Logger *slog.Logger
 
@@ -154,6 +158,7 @@ type Server struct {
 	timeout    time.Duration
 	netTimeout time.Duration
 	maxOutput  int
+	maxScan    int64
 	git        string
 	log        *slog.Logger
 
@@ -203,6 +208,7 @@ func New(cfg Config) (*Server, error) {
 		timeout:       cfg.Timeout,
 		netTimeout:    cfg.NetworkTimeout,
 		maxOutput:     cfg.MaxOutput,
+		maxScan:       cfg.MaxScanBytes,
 		git:           cfg.Git,
 		log:           cfg.Logger,
 		unsafeLocal:   cfg.UnsafeAllowLocalRemotes,

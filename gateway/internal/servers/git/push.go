@@ -55,16 +55,9 @@ func (s *Server) pushTool(ctx context.Context, c *toolargs.Args) (servers.Result
 	if err != nil {
 		return servers.Result{}, err
 	}
-	items := make([]pushItem, 0, len(specs))
-	for _, sp := range specs {
-		if sp.Force || sp.Delete || sp.Wildcard || !strings.HasPrefix(sp.Dst, "refs/") {
-			return servers.Result{}, refuse("push refused: %s is not a plain update", toolargs.Clip(sp.Raw))
-		}
-		out, err := s.run(ctx, r, "rev-parse", "--verify", "--quiet", "--end-of-options", sp.Src)
-		if err != nil {
-			return servers.Result{}, refuse("push refused: %s does not name an object in the repository", toolargs.Clip(sp.Src))
-		}
-		items = append(items, pushItem{src: sp.Src, oid: strings.TrimSpace(string(out.Stdout)), dst: sp.Dst})
+	items, err := s.pushItems(ctx, r, specs)
+	if err != nil {
+		return servers.Result{}, err
 	}
 	if len(items) == 0 && !plan.Tags {
 		return servers.Result{}, refuse("nothing to push")
@@ -79,6 +72,16 @@ func (s *Server) pushTool(ctx context.Context, c *toolargs.Args) (servers.Result
 	if err := s.stageInMirror(ctx, r, mirror, items, plan.Tags); err != nil {
 		return servers.Result{}, err
 	}
+	if !s.unsafeUnbound {
+		// The objects must be the ones the decision's secret scan read.
+		staged, err := s.stagedObjects(ctx, mirror, items, plan.Tags)
+		if err != nil {
+			return servers.Result{}, err
+		}
+		if err := bindInspected(approvedPlan(ctx), staged); err != nil {
+			return servers.Result{}, err
+		}
+	}
 	var reports []string
 	for _, u := range plan.URLs {
 		report, err := s.pushFromMirror(ctx, mirror, u.URL(), items, plan.Tags)
@@ -86,6 +89,7 @@ func (s *Server) pushTool(ctx context.Context, c *toolargs.Args) (servers.Result
 		if err != nil {
 			return servers.Result{}, &toolError{msg: "git push failed", err: withReport(err, strings.Join(reports, "\n"))}
 		}
+		s.notePushed(ctx, mirror, u.URL(), items)
 	}
 	if plan.Remote != "" {
 		s.recordPushed(ctx, r, plan, items)

@@ -1,0 +1,133 @@
+package git
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/policy"
+	"ironcurtain.dev/gateway/secretscan"
+)
+
+// Sample secrets are assembled at run time so that the repository holds none in one piece.
+var (
+	sampleAWSKey  = "AKIA" + "IOSFODNN7EXAMPLE"
+	sampleGHToken = "ghp_" + strings.Repeat("aB3dE5fG7h", 3) + "123456"
+)
+
+// secretEngine is newEngine with the server as the push inspector.
+func secretEngine(t *testing.T, g *genv, scan policy.SecretScan) *policy.Engine {
+	t.Helper()
+	var anns []policy.ToolAnnotation
+	for _, tool := range g.srv.Tools() {
+		anns = append(anns, tool.Annotation)
+	}
+	scan.PushInspector = g.srv
+	rules := &policy.CompiledPolicy{Rules: []policy.CompiledRule{{Name: "allow-everything", Then: policy.Allow, Reason: "test"}}}
+	e, err := policy.New(rules, nil, nil, policy.Settings{Sandbox: g.sandbox, Annotations: anns,
+		DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: scan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestPushToolSecretScan: git__push is decided on what it adds, read from
+// the mirror before the decision: a key in a file or only in a commit
+// message deep in the range escalates as structural-secret-egress (the
+// operator's reason has the masked excerpt, the recorded one kind and
+// location); what the upstream already has is not reported again; a denied
+// detector denies; commits that change after the scan are not pushed.
+func TestPushToolSecretScan(t *testing.T) {
+	e := newHTTPSEnv(t, nil)
+	eng := secretEngine(t, e.genv, policy.SecretScan{})
+	commit := func(file, content, msg string) string {
+		writeFile(t, filepath.Join(e.repo, file), content)
+		rawGit(t, e.repo, "add", file)
+		rawGit(t, e.repo, "commit", "-q", "-m", msg)
+		return rawGit(t, e.repo, "rev-parse", "HEAD")
+	}
+	push := func(between func()) (servers.Result, policy.Evaluation) {
+		return hubCall(t, eng, e.genv, "push", map[string]any{"path": e.repo, "branch": "feature"}, between)
+	}
+	rawGit(t, e.repo, "switch", "-q", "-c", "feature")
+
+	// A key in an added file.
+	head := commit("config.env", "AWS_ACCESS_KEY_ID="+sampleAWSKey+"\n", "config")
+	res, ev := push(nil)
+	d := ev.Decision
+	if d.Status != policy.Escalate || d.Rule != policy.RuleSecretEgress || !strings.Contains(d.Reason, "aws-access-key-id in file config.env") {
+		t.Fatalf("decision %+v", d)
+	}
+	if op := d.OperatorReason(); !strings.Contains(op, "AKIA…MPLE") || strings.Contains(d.Reason, "AKIA…") || strings.Contains(op, sampleAWSKey) {
+		t.Fatalf("operator reason %q / recorded reason %q", op, d.Reason)
+	}
+	if !strings.Contains(d.Reason, "also:") {
+		t.Fatalf("the host's own escalation is not named: %q", d.Reason)
+	}
+	mustOK(t, res) // approved
+	if rawGit(t, e.bare, "rev-parse", "refs/heads/feature") != head {
+		t.Fatal("the approved push did not land")
+	}
+
+	// The next push does not report what the upstream now has.
+	commit("b.txt", "b\n", "clean")
+	res, ev = push(nil)
+	if ev.Decision.Rule == policy.RuleSecretEgress {
+		t.Fatalf("an already pushed key is reported again: %+v", ev.Decision)
+	}
+	mustOK(t, res)
+
+	// A token only in a commit message, two commits before the tip.
+	commit("c.txt", "c\n", "debug: token "+sampleGHToken)
+	commit("d.txt", "d\n", "d")
+	head = commit("e.txt", "e\n", "e")
+	res, ev = push(func() {
+		// The branch moves while a human looks at the escalation: the
+		// commits pushed would not be the ones scanned.
+		commit("f.txt", "f\n", "f")
+	})
+	if ev.Decision.Rule != policy.RuleSecretEgress || !strings.Contains(ev.Decision.Reason, "github-token in commit ") {
+		t.Fatalf("decision %+v", ev.Decision)
+	}
+	mustFail(t, res, "changed after they were scanned")
+	if got := rawGit(t, e.bare, "rev-parse", "refs/heads/feature"); got == head || got == rawGit(t, e.repo, "rev-parse", "HEAD") {
+		t.Fatal("commits that changed after the scan were pushed")
+	}
+
+	// A detector set to deny denies without asking.
+	deny := secretEngine(t, e.genv, policy.SecretScan{Deny: []secretscan.Kind{secretscan.KindGitHubToken}})
+	_, ev = hubCall(t, deny, e.genv, "push", map[string]any{"path": e.repo, "branch": "feature"}, nil)
+	if ev.Decision.Status != policy.Deny || ev.Decision.Rule != policy.RuleSecretEgress {
+		t.Fatalf("decision %+v", ev.Decision)
+	}
+	e.assertTokenNowhere(t)
+}
+
+// An inspection that cannot run denies the push.
+func TestPushToolSecretScanFailsClosed(t *testing.T) {
+	e := newHTTPSEnv(t, nil)
+	var anns []policy.ToolAnnotation
+	for _, tool := range e.genv.srv.Tools() {
+		anns = append(anns, tool.Annotation)
+	}
+	rules := &policy.CompiledPolicy{Rules: []policy.CompiledRule{{Name: "allow-everything", Then: policy.Allow, Reason: "test"}}}
+	broken, err := policy.New(rules, nil, nil, policy.Settings{Sandbox: e.genv.sandbox, Annotations: anns,
+		DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: policy.SecretScan{PushInspector: failingInspector{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawGit(t, e.repo, "switch", "-q", "-c", "feature")
+	ev := broken.Evaluate(context.Background(), policy.Request{Server: "git", Tool: "push", Args: map[string]any{"path": e.repo, "branch": "feature"}})
+	if ev.Decision.Status != policy.Deny || ev.Decision.Rule != policy.RuleSecretEgress {
+		t.Fatalf("decision %+v", ev.Decision)
+	}
+}
+
+type failingInspector struct{}
+
+func (failingInspector) InspectPush(context.Context, *secretscan.Detector, string, policy.PushInput, policy.PushPlan) (policy.PushInspection, error) {
+	return policy.PushInspection{}, context.DeadlineExceeded
+}
