@@ -64,6 +64,12 @@ type pattern struct {
 	// near, when set, is a cheap necessary condition on the bytes after the hint: the regular
 	// expression runs only when it holds.
 	near func(after string) bool
+	// loose, when set, replaces re (and looseHints, when set, hints) in a loose Detector
+	// (Options.Loose): the audit redaction masks shorter and older spellings of the same
+	// format too, where a false positive only costs a masked word.
+	loose      *regexp.Regexp
+	looseHints []string
+	looseSpan  int
 }
 
 // patterns are tried in this order; a later match that overlaps an earlier one is dropped
@@ -72,29 +78,39 @@ var patterns = []pattern{
 	{kind: KindPrivateKey, hints: []string{"PRIVATE KEY"}, back: 32, span: 128,
 		re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]{0,24}PRIVATE KEY(?: BLOCK)?-----\s*(?:[A-Za-z0-9-]+:[^\n]*\n\s*)*[A-Za-z0-9+/=]{40}`)},
 	{kind: KindGitHubToken, hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, back: 0, span: 260,
-		re: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{36,251}\b`)},
+		re:    regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{36,251}\b`),
+		loose: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,255}\b`)},
 	{kind: KindGitHubPAT, hints: []string{"github_pat_"}, back: 0, span: 260,
 		re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,244}\b`)},
 	{kind: KindGitLabToken, hints: []string{"glpat-"}, back: 0, span: 128,
 		re: regexp.MustCompile(`\bglpat-[A-Za-z0-9_\-]{20,100}\b`)},
 	{kind: KindSlackToken, hints: []string{"xox"}, back: 0, span: 256,
-		re: regexp.MustCompile(`\bxox[abposre]-(?:[0-9]+-){1,3}[A-Za-z0-9\-]{10,200}\b`)},
+		re:    regexp.MustCompile(`\bxox[abposre]-(?:[0-9]+-){1,3}[A-Za-z0-9\-]{10,200}\b`),
+		loose: regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9\-]{10,}`)},
 	{kind: KindSlackWebhook, hints: []string{"hooks.slack.com/"}, back: 0, span: 160,
 		re: regexp.MustCompile(`hooks\.slack\.com/(?:services|workflows|triggers)/T[A-Z0-9]{6,12}/[A-Z0-9]{6,14}/[A-Za-z0-9]{20,40}`)},
 	{kind: KindAnthropicKey, hints: []string{"sk-ant-"}, back: 0, span: 260,
 		re: regexp.MustCompile(`\bsk-ant-(?:[a-z]{2,8}[0-9]{2}-)?[A-Za-z0-9_\-]{32,240}`)},
 	{kind: KindOpenAIKey, hints: []string{"sk-"}, back: 0, span: 260,
-		re: regexp.MustCompile(`\bsk-(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_\-]{20,240}T3BlbkFJ[A-Za-z0-9_\-]{20,240}|\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,240}|\bsk-[A-Za-z0-9]{48}\b`)},
+		re:    regexp.MustCompile(`\bsk-(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_\-]{20,240}T3BlbkFJ[A-Za-z0-9_\-]{20,240}|\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,240}|\bsk-[A-Za-z0-9]{48}\b`),
+		loose: regexp.MustCompile(`\bsk-[A-Za-z0-9_\-]{20,}`)},
 	{kind: KindGoogleAPIKey, hints: []string{"AIza"}, back: 0, span: 48,
 		re: regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}(?:[^0-9A-Za-z_\-]|$)`)},
 	{kind: KindAWSKeyID, hints: []string{"AKIA", "ASIA", "ABIA", "ACCA"}, back: 0, span: 24,
-		re: regexp.MustCompile(`\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b`)},
+		re: regexp.MustCompile(`\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b`),
+		// IAM unique ids (AGPA, AIDA, AROA, ...) are not credentials but name principals.
+		loose:      regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b`),
+		looseHints: []string{"AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA", "ABIA", "ACCA"}},
 	{kind: KindAWSSecret, hints: []string{"aws", "AWS", "Aws"}, back: 0, span: 120, group: 1, near: hasAssignment,
-		re: regexp.MustCompile(`(?i)aws[A-Za-z0-9_.\-]{0,24}(?:secret|sk)[A-Za-z0-9_.\-]{0,24}["']?\s*[:=]\s*["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`)},
-	{kind: KindJWT, hints: []string{"eyJ"}, back: 0, span: 4096,
-		re: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{16,}`)},
+		re:         regexp.MustCompile(`(?i)aws[A-Za-z0-9_.\-]{0,24}(?:secret|sk)[A-Za-z0-9_.\-]{0,24}["']?\s*[:=]\s*["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`),
+		loose:      regexp.MustCompile(`(?i)aws[A-Za-z0-9_.\-]{0,24}(?:secret|sk)[A-Za-z0-9_.\-]{0,24}["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})`),
+		looseHints: []string{"aws", "AWS", "Aws", "aWS", "aWs", "awS", "AwS", "AWs"}},
+	{kind: KindJWT, hints: []string{"eyJ"}, back: 0, span: 16 << 10, looseSpan: 64 << 10,
+		re:    regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{16,}`),
+		loose: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`)},
 	{kind: KindURLPassword, hints: []string{"://"}, back: 32, span: 300, group: 1, near: hasUserinfo,
-		re: regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^/\s:@"'<>]{1,100}:([^@\s/"'<>]{1,128})@[A-Za-z0-9\[]`)},
+		re:    regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^/\s:@"'<>]{1,100}:([^@\s/"'<>]{1,128})@[A-Za-z0-9\[]`),
+		loose: regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.\-]{0,30}://[^/\s:@"']{0,100}:([^@\s/"']{1,256})@`)},
 }
 
 // DefaultKinds are the detectors on when a setting does not choose: every format above and
@@ -107,6 +123,9 @@ func DefaultKinds() []Kind {
 	}
 	return append(out, KindExact)
 }
+
+// MaxFindings bounds the findings one Scan reports.
+const MaxFindings = maxFindings
 
 // AllKinds lists every kind a setting may name.
 func AllKinds() []Kind { return append(DefaultKinds(), KindHighEntropy) }
@@ -125,6 +144,9 @@ type Options struct {
 	Kinds []Kind
 	// Exact are values matched literally (KindExact); values shorter than 8 bytes are refused.
 	Exact []Secret
+	// Loose also matches shorter and older spellings of some formats (see pattern.loose): for
+	// redaction, never for decisions.
+	Loose bool
 }
 
 // A Finding is one secret: its kind and where it is, as byte offsets into the scanned text.
@@ -140,6 +162,7 @@ type Detector struct {
 	patterns []*pattern
 	exact    []Secret
 	entropy  bool
+	loose    bool
 }
 
 // New returns a Detector for opts, or an error naming a bad kind or exact value.
@@ -159,7 +182,7 @@ func New(opts Options) (*Detector, error) {
 		}
 		on[k] = true
 	}
-	d := &Detector{entropy: on[KindHighEntropy]}
+	d := &Detector{entropy: on[KindHighEntropy], loose: opts.Loose}
 	for i := range patterns {
 		if on[patterns[i].kind] {
 			d.patterns = append(d.patterns, &patterns[i])
@@ -215,14 +238,24 @@ func (d *Detector) Scan(text string) []Finding {
 		}
 	}
 	for _, p := range d.patterns {
-		out = p.scan(text, out)
+		out = p.scan(text, out, d.loose)
 	}
 	return tidy(out)
 }
 
-// scan appends the matches of p in text.
-func (p *pattern) scan(text string, out []Finding) []Finding {
-	for _, hint := range p.hints {
+// scan appends the matches of p in text (of its loose form when loose).
+func (p *pattern) scan(text string, out []Finding, loose bool) []Finding {
+	re, hints, span := p.re, p.hints, p.span
+	if loose && p.loose != nil {
+		re = p.loose
+		if p.looseHints != nil {
+			hints = p.looseHints
+		}
+		if p.looseSpan > 0 {
+			span = p.looseSpan
+		}
+	}
+	for _, hint := range hints {
 		pivot := rarestByte(hint)
 		for off := 0; len(out) < maxFindings; {
 			i := indexHint(text[off:], hint, pivot)
@@ -230,17 +263,27 @@ func (p *pattern) scan(text string, out []Finding) []Finding {
 				break
 			}
 			at := off + i
-			if p.near != nil && !p.near(text[at+len(hint):min(at+p.span, len(text))]) {
+			if p.near != nil && !p.near(text[at+len(hint):min(at+span, len(text))]) {
 				off = at + len(hint)
 				continue
 			}
 			lo := max(at-p.back, 0)
-			hi := min(at+p.span, len(text))
+			hi := min(at+span, len(text))
 			window := text[lo:hi]
-			m := p.re.FindStringSubmatchIndex(window)
+			m := re.FindStringSubmatchIndex(window)
 			if m == nil {
 				off = at + len(hint)
 				continue
+			}
+			if m[1] == len(window) && hi < len(text) {
+				// The match may go on past the window: match again on the rest of the text,
+				// so that no tail of a long value is left out of the finding.
+				hi = len(text)
+				window = text[lo:hi]
+				if m = re.FindStringSubmatchIndex(window); m == nil {
+					off = at + len(hint)
+					continue
+				}
 			}
 			start, end := lo+m[0], lo+m[1]
 			if p.group > 0 && m[2*p.group] >= 0 {

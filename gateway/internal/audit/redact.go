@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"ironcurtain.dev/gateway/secretscan"
 )
 
 // Redacted replaces every secret that redaction finds.
@@ -57,6 +59,12 @@ func sensitiveKey(key string) bool {
 // runs only when the lower-cased text contains one of hints: every match of
 // re contains one of them, and most text contains none, which is far cheaper
 // to find out than running the regexp.
+//
+// These are the redaction's context rules: a value is a secret because of
+// where it stands (an Authorization header, "password=", a PEM block up to
+// its end), whatever it looks like. The secret formats themselves (GitHub,
+// AWS, Slack, model and Google keys, JWTs, passwords in URLs, ...) come from
+// secretscan, the one list the egress scanning uses too (formats).
 type secretPattern struct {
 	name  string
 	hints []string
@@ -64,26 +72,30 @@ type secretPattern struct {
 	repl  string
 }
 
-// secretPatterns find secrets inside free text. Order matters: whole
-// private-key blocks and header values go first so the token patterns do
-// not leave parts of them behind.
-var secretPatterns = []secretPattern{
+// contextPatterns run before the formats: whole private-key blocks and
+// header values go first so the formats do not leave parts of them behind.
+var contextPatterns = []secretPattern{
 	{"private key block", []string{"private key"}, regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`), Redacted},
 	{"authorization header", []string{"authorization"}, regexp.MustCompile(`(?i)\b((?:proxy-)?authorization\s*[:=]\s*"?)(?:(?:bearer|basic|token|digest|negotiate|aws4-hmac-sha256)\s+)?[^\s"',;]+`), "${1}" + Redacted},
 	{"bearer token", []string{"bearer"}, regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]+=*`), "${1}" + Redacted},
 	{"basic credentials", []string{"basic"}, regexp.MustCompile(`(?i)\b(basic\s+)[A-Za-z0-9+/]{8,}={0,2}`), "${1}" + Redacted},
-	{"github token", []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,255}\b`), Redacted},
-	{"github fine-grained token", []string{"github_pat_"}, regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,255}`), Redacted},
-	{"gitlab token", []string{"glpat-"}, regexp.MustCompile(`\bglpat-[A-Za-z0-9_\-]{20,}`), Redacted},
-	{"aws access key id", []string{"akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa", "abia", "acca"}, regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b`), Redacted},
-	{"aws secret access key", []string{"aws"}, regexp.MustCompile(`(?i)(aws_?secret_?(?:access_?)?key["']?\s*[:=]\s*["']?)[A-Za-z0-9/+=]{40}`), "${1}" + Redacted},
-	{"slack token", []string{"xox"}, regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}`), Redacted},
-	{"model api key", []string{"sk-"}, regexp.MustCompile(`\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}`), Redacted},
-	{"google api key", []string{"aiza"}, regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`), Redacted},
-	{"json web token", []string{"eyj"}, regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`), Redacted},
-	{"url password", []string{"://"}, regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@"']*):[^@\s/"']+@`), "${1}:" + Redacted + "@"},
+}
+
+// assignmentPatterns run after the formats.
+var assignmentPatterns = []secretPattern{
 	{"password assignment", []string{"pass", "secret", "token", "key"}, regexp.MustCompile(`(?i)([A-Za-z0-9_.\-]*(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key)["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Redacted},
 }
+
+// formats finds the secret formats: secretscan's detectors in their loose
+// form (shorter and older spellings too: a false positive costs a masked
+// word here, not an escalation).
+var formats = func() *secretscan.Detector {
+	d, err := secretscan.New(secretscan.Options{Loose: true})
+	if err != nil {
+		panic(err) // static options
+	}
+	return d
+}()
 
 // RedactString masks secrets inside free text (error messages, reasons,
 // command lines). Invalid UTF-8 is replaced, and NUL bytes, which Postgres
@@ -95,8 +107,14 @@ func RedactString(s string) string {
 	if strings.IndexByte(s, 0) >= 0 {
 		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
+	s = applyPatterns(s, contextPatterns)
+	s = maskFormats(s)
+	return applyPatterns(s, assignmentPatterns)
+}
+
+func applyPatterns(s string, ps []secretPattern) string {
 	lower := asciiLower(s)
-	for _, p := range secretPatterns {
+	for _, p := range ps {
 		if !containsAny(lower, p.hints) {
 			continue
 		}
@@ -106,6 +124,42 @@ func RedactString(s string) string {
 	}
 	return s
 }
+
+// maskFormats replaces every secret secretscan finds with Redacted. A scan
+// reports a bounded number of findings; while one is full, the text is
+// scanned again (each pass masks at least one new value, so this ends).
+func maskFormats(s string) string {
+	for pass := 0; pass < maxFormatPasses; pass++ {
+		fs := formats.Scan(s)
+		var b strings.Builder
+		prev, masked := 0, 0
+		for _, f := range fs {
+			if s[f.Start:f.End] == Redacted {
+				continue // already masked (a URL password's place)
+			}
+			if masked == 0 {
+				b.Grow(len(s))
+			}
+			b.WriteString(s[prev:f.Start])
+			b.WriteString(Redacted)
+			prev = f.End
+			masked++
+		}
+		if masked == 0 {
+			return s
+		}
+		b.WriteString(s[prev:])
+		s = b.String()
+		if len(fs) < secretscan.MaxFindings {
+			return s
+		}
+	}
+	return s
+}
+
+// maxFormatPasses bounds maskFormats: 32 findings a pass, over a thousand
+// passes is more secrets than any stored field holds (they are bounded).
+const maxFormatPasses = 4096
 
 func containsAny(s string, subs []string) bool {
 	for _, sub := range subs {
