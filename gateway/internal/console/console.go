@@ -85,6 +85,7 @@ type Console struct {
 	log      *slog.Logger
 	now      func() time.Time
 	sessions *sessionStore
+	failures *failLimiter
 	pages    map[string]*template.Template
 	streams  chan struct{} // bounds the open event streams
 }
@@ -105,6 +106,7 @@ func New(d Deps) (*Console, error) {
 		c.now = time.Now
 	}
 	c.sessions = newSessionStore(c.now)
+	c.failures = newFailLimiter(c.now)
 	var err error
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
@@ -234,9 +236,17 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusForbidden, "Refused: this request did not come from the console.")
 		return
 	}
+	host := clientHost(r)
+	if c.failures.blocked(host) {
+		c.log.Warn("console: sign-in refused: too many failures", "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", "60")
+		c.render(w, r, http.StatusTooManyRequests, "signin", page{Title: "Sign in", Error: "Too many failed sign-ins from this address; wait a minute."})
+		return
+	}
 	token := r.PostFormValue("token")
 	name, ok := c.deps.Operators.Authenticate(token)
 	if !ok {
+		c.failures.fail(host)
 		c.log.Warn("console: sign-in refused", "remote", r.RemoteAddr)
 		c.render(w, r, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: "That is not a valid operator token."})
 		return
