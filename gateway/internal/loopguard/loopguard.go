@@ -319,6 +319,17 @@ func (g *Guard) Resolve(session string, approved bool, now time.Time) time.Time 
 	return s.until
 }
 
+// Abandon ends session's pause without a decision (the pause could not be
+// put to a human: its record was not written). The session goes on with
+// fresh counters; it trips again if it keeps looping.
+func (g *Guard) Abandon(session string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.sessions[session]; s != nil && s.state == paused {
+		s.reset()
+	}
+}
+
 // After counts what became of a call that Before let proceed.
 func (g *Guard) After(session string, o Outcome, now time.Time) {
 	g.mu.Lock()

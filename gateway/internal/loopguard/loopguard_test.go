@@ -269,3 +269,18 @@ func BenchmarkBefore(b *testing.B) {
 		g.Before("s1", "filesystem__read_text_file", Digest("filesystem__read_text_file", args), t0.Add(time.Duration(i)))
 	}
 }
+
+func TestGuardAbandon(t *testing.T) {
+	g := mustNew(t, Config{IdenticalCalls: 2}, nil)
+	d := Digest("t", nil)
+	for i := 0; i < 3; i++ {
+		g.Before("s", "t", d, t0)
+	}
+	if c := g.Before("s", "t", d, t0); c.Verdict != Paused {
+		t.Fatalf("not paused: %+v", c)
+	}
+	g.Abandon("s")
+	if c := g.Before("s", "t", d, t0); c.Verdict != Proceed {
+		t.Fatalf("after Abandon: %+v", c)
+	}
+}

@@ -76,7 +76,10 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 	dec := c.decision(policy.Decision{Status: policy.Escalate, Rule: RuleLoopBreaker, Reason: reason, Detail: "limit " + chk.Limit}, nil)
 	dec.EscalationID = escID
 	if err := h.record(ctx, dec); err != nil {
-		h.loop.Resolve(c.sess.ID, false, h.now())
+		// No human can see a pause whose record is missing: do not stop
+		// the session for it (its calls are refused while the audit log is
+		// down anyway).
+		h.loop.Abandon(c.sess.ID)
 		return c.auditFailed(ctx, err)
 	}
 	h.log.Warn("session paused by the loop breaker; waiting for an operator", "session", c.sess.ID, "limit", chk.Limit,

@@ -223,3 +223,39 @@ func loopText(r servers.Result) string {
 	}
 	return b.String()
 }
+
+// TestLoopBreakerAuditDown: when the pause's record cannot be written, the
+// pausing call is refused like any call without its record, no escalation
+// is opened, and the session is not stopped for a pause nobody saw.
+func TestLoopBreakerAuditDown(t *testing.T) {
+	f := newPipelineFixture(t, Config{}, false)
+	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
+	g, err := loopguard.New(loopguard.Config{IdenticalCalls: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hub.loop = g
+	sess := session.Session{ID: "s"}
+	args := map[string]any{"path": "a"}
+	for i := 0; i < 2; i++ {
+		if res := f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: args}); res.IsError {
+			t.Fatalf("call %d = %+v", i, res)
+		}
+	}
+	f.sink.mu.Lock()
+	f.sink.failWhen = func(e audit.Event) bool {
+		d, ok := e.(*audit.ToolCallDecision)
+		return ok && d.Rule == RuleLoopBreaker
+	}
+	f.sink.mu.Unlock()
+	res := f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: args})
+	if !res.IsError || !strings.Contains(loopText(res), "could not record the call") {
+		t.Fatalf("pausing call with the audit log down = %+v", res)
+	}
+	if n := len(f.esc.requests()); n != 0 {
+		t.Fatalf("%d escalations opened for an unrecorded pause", n)
+	}
+	if res := f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: map[string]any{"path": "b"}}); res.IsError {
+		t.Fatalf("next call = %+v, want it to run (the pause was abandoned)", res)
+	}
+}
