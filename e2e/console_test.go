@@ -25,9 +25,13 @@ import (
 const consoleSession = "console"
 
 // xssName is a file name an injected agent could choose: markup that would
-// run script if the console rendered it as HTML, a javascript: URL and an
-// RTL override that would make the name read backwards.
-const xssName = `x"><img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>javascript:window.__pwned=3` + "\u202Egpj.exe"
+// run script if the console rendered it as HTML, and a javascript: URL. (No
+// "/": it is one path component. The RTL override goes into the file's
+// content: in a path, policy refuses it as an ambiguous spelling.)
+const xssName = `x"><img src=x onerror="window.__pwned=1"><script>window.__pwned=2 javascript:window.__pwned=3.txt`
+
+// xssContent reads backwards from the override on: "exe.jpg" shows as "gpj.exe".
+const xssContent = "invoice\u202Egpj.exe"
 
 // consoleTranscript: a fetch (its egress event is nested under the call in
 // the timeline), a write of a file whose name is an XSS payload, and a
@@ -37,7 +41,7 @@ steps:
   - code: |
       filesystem.create_directory({ path: "/workspace/console" });
       const page = fetch.http_fetch({ url: "https://` + stack.HostAllowed + `/console", format: "text" });
-      filesystem.write_file({ path: ` + jsString("/workspace/console/"+xssName) + `, content: "payload" });
+      filesystem.write_file({ path: ` + jsString("/workspace/console/"+xssName) + `, content: ` + jsString(xssContent) + ` });
       return page;
   - expect: { status: ok, contains: ["hello from ` + stack.HostAllowed + `"] }
     code: |
@@ -222,7 +226,7 @@ func TestConsole(t *testing.T) {
 	if pwned != nil || imgs != 0 || scripts != 0 {
 		t.Fatalf("agent markup became live: pwned=%v imgs=%d scripts=%d", pwned, imgs, scripts)
 	}
-	for _, want := range []string{`<img src=x onerror=`, `<script>window.__pwned=2</script>`, "⟨U+202E⟩"} {
+	for _, want := range []string{`<img src=x onerror=`, `<script>window.__pwned=2`} {
 		if !strings.Contains(rowText, want) {
 			t.Errorf("the pending row does not show %q as text:\n%s", want, rowText)
 		}
@@ -257,6 +261,12 @@ func TestConsole(t *testing.T) {
 	nested := get(t, bctx, chromedp.Evaluate[int](`document.querySelectorAll("tbody.call tr.egress.nested").length`))
 	if calls < 4 || nested < 1 {
 		t.Fatalf("timeline: %d calls, %d nested egress events", calls, nested)
+	}
+	if text := get(t, bctx, chromedp.Text(chromedp.CSS("table.timeline"))); !strings.Contains(text, "invoice⟨U+202E⟩gpj.exe") {
+		t.Errorf("the RTL override in the written content is not shown as a mark:\n%s", text)
+	}
+	if get(t, bctx, chromedp.Evaluate[bool](`window.__pwned !== undefined`)) {
+		t.Fatal("agent markup ran on the timeline")
 	}
 	screenshot(t, bctx, shots, "timeline.png")
 	do("verify",
