@@ -70,6 +70,9 @@ type pattern struct {
 	loose      *regexp.Regexp
 	looseHints []string
 	looseSpan  int
+	// valid, when set, must hold for a strict match's value (placeholders such as
+	// "user:password@" in documentation are not secrets); the loose form masks them anyway.
+	valid func(value string) bool
 }
 
 // patterns are tried in this order; a later match that overlaps an earlier one is dropped
@@ -108,7 +111,7 @@ var patterns = []pattern{
 	{kind: KindJWT, hints: []string{"eyJ"}, back: 0, span: 16 << 10, looseSpan: 64 << 10,
 		re:    regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{16,}`),
 		loose: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`)},
-	{kind: KindURLPassword, hints: []string{"://"}, back: 32, span: 300, group: 1, near: hasUserinfo,
+	{kind: KindURLPassword, hints: []string{"://"}, back: 32, span: 300, group: 1, near: hasUserinfo, valid: plausiblePassword,
 		re:    regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^/\s:@"'<>]{1,100}:([^@\s/"'<>]{1,128})@[A-Za-z0-9\[]`),
 		loose: regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.\-]{0,30}://[^/\s:@"']{0,100}:([^@\s/"']{1,256})@`)},
 }
@@ -292,6 +295,10 @@ func (p *pattern) scan(text string, out []Finding, loose bool) []Finding {
 			if p.kind == KindGoogleAPIKey && end-start > 39 {
 				end = start + 39 // the pattern consumes one byte of context to bound the key
 			}
+			if !loose && p.valid != nil && !p.valid(text[start:end]) {
+				off = max(lo+m[1], at+len(hint))
+				continue
+			}
 			out = append(out, Finding{Kind: p.kind, Start: start, End: end})
 			off = max(lo+m[1], at+len(hint))
 		}
@@ -348,6 +355,28 @@ func hasUserinfo(after string) bool {
 		}
 	}
 	return false
+}
+
+// placeholderWords mark a documentation password: "user:password@", "admin:changeme@".
+var placeholderWords = []string{
+	"password", "passwd", "passw0rd", "secret", "example", "changeme", "xxxx", "****", "test", "dummy", "redacted",
+	"placeholder", "your", "sample", "pass", "pwd", "token", "foo", "bar", "user", "admin", "mysql", "postgres", "root",
+}
+
+// plausiblePassword reports whether a URL's password could be a real one: at least 8
+// characters, not a template ("${PASS}", "<password>", "%s", "{{.Pass}}"), not one character
+// repeated, and no placeholder word.
+func plausiblePassword(v string) bool {
+	if len(v) < 8 || strings.ContainsAny(v, "${}<>%*`[]()") || strings.Count(v, v[:1]) == len(v) {
+		return false
+	}
+	l := strings.ToLower(v)
+	for _, w := range placeholderWords {
+		if strings.Contains(l, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // hasAssignment reports whether an '=' or ':' follows within a key name's length.
