@@ -43,6 +43,17 @@ type Request struct {
 	// may ever use this escalation.
 	Exact []byte
 
+	// RuleEscalation says that a compiled policy rule escalated the call
+	// (policy.Decision.Compiled): only such a call may be shown to the
+	// auto-approver (Reviewer). The MCP hub sets it; every other
+	// escalation (structural checks, egress, the loop breaker) leaves it
+	// false and is decided by a human only.
+	RuleEscalation bool
+	// PolicyArgs are the redacted canonical arguments the policy decided
+	// on (paths resolved, URLs normalised), shown to the auto-approver
+	// next to Args. Never stored.
+	PolicyArgs json.RawMessage
+
 	// Attach says that ID names an existing escalation of an identical
 	// earlier call, found with Reuser.Reusable, which this call waits on or
 	// runs on instead of opening a new one. The Escalator checks that the

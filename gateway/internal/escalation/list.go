@@ -105,7 +105,8 @@ SELECT id, call_id, session_id, kind, server, tool,
        CASE WHEN octet_length(args) > $1 THEN left(args, $2) END,
        CASE WHEN octet_length(args) > $1 THEN encode(sha256(convert_to(args, 'UTF8')), 'hex') END,
        left(rule, $3), left(reason, $3), left(resource, $3), status, created_at, expires_at,
-       decided_at, left(decided_by, $3), left(decision_reason, $3), consumed_by_call_id, consumed_at
+       decided_at, left(decided_by, $3), left(decision_reason, $3), consumed_by_call_id, consumed_at,
+       auto_verdict, auto_outcome, left(auto_model, $3), left(auto_reasoning, $3), auto_at, auto_tokens, auto_cost_usd
 FROM escalations
 WHERE `+where+`
 ORDER BY `+order+` LIMIT $6`, args...)
@@ -115,17 +116,20 @@ ORDER BY `+order+` LIMIT $6`, args...)
 	defer rows.Close()
 	var (
 		e               Escalation
+		auto            autoScan
 		small, head     *string
 		sum, consumedBy *string
 		size            int
 	)
 	for rows.Next() {
-		e = Escalation{}
-		if err := rows.Scan(&e.ID, &e.CallID, &e.SessionID, &e.Kind, &e.Server, &e.Tool, &small, &size, &head, &sum,
+		e, auto = Escalation{}, autoScan{}
+		dest := append([]any{&e.ID, &e.CallID, &e.SessionID, &e.Kind, &e.Server, &e.Tool, &small, &size, &head, &sum,
 			&e.Rule, &e.Reason, &e.Resource, &e.Status, &e.CreatedAt, &e.ExpiresAt,
-			&e.DecidedAt, &e.DecidedBy, &e.DecisionReason, &consumedBy, &e.ConsumedAt); err != nil {
+			&e.DecidedAt, &e.DecidedBy, &e.DecisionReason, &consumedBy, &e.ConsumedAt}, auto.dest()...)
+		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("listing escalations: reading a row: %w", err)
 		}
+		e.Auto = auto.review()
 		e.Args = listArgs(small, size, head, sum)
 		if consumedBy != nil {
 			e.ConsumedByCallID = *consumedBy

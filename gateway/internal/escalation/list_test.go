@@ -22,7 +22,7 @@ func openRow(t *testing.T, ctx context.Context, p *PG, r Request) Escalation {
 		t.Fatal(err)
 	}
 	args := audit.Redact(r.Args)
-	e, err := p.open(ctx, r, args, argsDigest(r.Server, r.Tool, args))
+	e, err := p.open(ctx, r, args, argsDigest(r.Server, r.Tool, args), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

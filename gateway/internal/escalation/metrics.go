@@ -8,7 +8,7 @@ import (
 
 type metrics struct {
 	opened             *prometheus.CounterVec // kind
-	decided            *prometheus.CounterVec // status, by (operator|timeout|similar)
+	decided            *prometheus.CounterVec // status, by (operator|timeout|similar|auto)
 	pending            prometheus.Gauge
 	waitSeconds        prometheus.Histogram
 	webhookSent        prometheus.Counter
@@ -28,7 +28,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"kind"}),
 		decided: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironcurtain_escalations_decided_total",
-			Help: "Escalation decisions by status and by whom: operator, timeout or similar (approve-similar entry).",
+			Help: "Escalation decisions by status and by whom: operator, timeout, similar (approve-similar entry) or auto (the auto-approver).",
 		}, []string{"status", "by"}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ironcurtain_escalations_pending",

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -120,6 +121,8 @@ type PG struct {
 	listener *listener
 	hook     *webhook
 
+	reviewer atomic.Pointer[reviewerBox] // the auto-approver (auto.go); nil: none
+
 	closeOnce sync.Once
 	closing   chan struct{}
 	wg        sync.WaitGroup
@@ -187,7 +190,7 @@ func (p *PG) Escalate(ctx context.Context, req Request) (Result, error) {
 	digest := argsDigest(req.Server, req.Tool, args)
 
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), openTimeout)
-	e, err := p.find(octx, req, args, digest)
+	e, err := p.find(octx, req, args, digest, p.reviewFunc(ctx, req))
 	cancel()
 	if err != nil {
 		return Result{}, err
@@ -210,7 +213,10 @@ func (p *PG) Escalate(ctx context.Context, req Request) (Result, error) {
 
 // find returns the escalation the call waits on: its own (by call id), the
 // one it attaches to, or a new one.
-func (p *PG) find(ctx context.Context, req Request, args []byte, digest string) (Escalation, error) {
+//
+// review, when not nil, is the auto-approver's review of a new escalation
+// (reviewFunc); it runs before the row is created.
+func (p *PG) find(ctx context.Context, req Request, args []byte, digest string, review func() Verdict) (Escalation, error) {
 	e, err := p.getByCallID(ctx, req.CallID)
 	switch {
 	case err == nil:
@@ -220,7 +226,7 @@ func (p *PG) find(ctx context.Context, req Request, args []byte, digest string) 
 	case req.Attach:
 		return p.attach(ctx, req, digest)
 	}
-	return p.open(ctx, req, args, digest)
+	return p.open(ctx, req, args, digest, review)
 }
 
 func validateRequest(req *Request) error {
@@ -253,8 +259,9 @@ func argsDigest(server, tool string, args []byte) string {
 }
 
 // open creates the escalation, or an approved one when an "approve
-// similar" entry of the session covers the call.
-func (p *PG) open(ctx context.Context, req Request, args []byte, digest string) (Escalation, error) {
+// similar" entry of the session covers the call or the auto-approver
+// (review) approves it. The review's verdict is stored on the row either way.
+func (p *PG) open(ctx context.Context, req Request, args []byte, digest string, review func() Verdict) (Escalation, error) {
 	id := req.ID
 	if id == "" {
 		id = uuid.NewString()
@@ -264,19 +271,34 @@ func (p *PG) open(ctx context.Context, req Request, args []byte, digest string) 
 		return Escalation{}, fmt.Errorf("escalating: %w", err)
 	}
 	status, by, why := StatusPending, "", ""
-	if approval != "" {
+	var auto *Verdict
+	switch {
+	case approval != "":
 		status, by, why = StatusApproved, "similar:"+approval, "covered by an earlier \"approve similar\" of this session"
+	case review != nil:
+		v := review()
+		auto = &v
+		if v.approves() {
+			status, by, why = autoDecision(v)
+		}
+		// The review may have taken most of ctx's time: creating the row
+		// gets its own.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), openTimeout)
+		defer cancel()
 	}
+	params := []any{id, req.CallID, audit.RedactString(req.SessionID), req.Kind, audit.RedactString(req.Server), audit.RedactString(req.Tool),
+		string(args), digest, audit.RedactString(req.Rule), audit.RedactString(req.Reason), audit.RedactString(req.Resource),
+		status, p.cfg.Timeout.Seconds(), by, why, newExactDigest(req)}
 	row := p.pool.QueryRow(ctx, `
 INSERT INTO escalations (id, call_id, session_id, kind, server, tool, args, args_digest, rule, reason, resource,
-                         status, expires_at, decided_at, decided_by, decision_reason, exact_digest)
+                         status, expires_at, decided_at, decided_by, decision_reason, exact_digest,
+                         auto_verdict, auto_outcome, auto_model, auto_reasoning, auto_at, auto_tokens, auto_cost_usd)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now() + make_interval(secs => $13::float8),
-        CASE WHEN $12 = 'pending' THEN NULL ELSE now() END, $14, $15, $16)
+        CASE WHEN $12 = 'pending' THEN NULL ELSE now() END, $14, $15, $16,
+        $17, $18, $19, $20, CASE WHEN $17::text IS NULL THEN NULL ELSE now() END, $21, $22)
 ON CONFLICT (call_id) DO NOTHING
-RETURNING `+escalationColumns,
-		id, req.CallID, audit.RedactString(req.SessionID), req.Kind, audit.RedactString(req.Server), audit.RedactString(req.Tool),
-		string(args), digest, audit.RedactString(req.Rule), audit.RedactString(req.Reason), audit.RedactString(req.Resource),
-		status, p.cfg.Timeout.Seconds(), by, why, newExactDigest(req))
+RETURNING `+escalationColumns, append(params, autoParams(auto)...)...)
 	e, err := scanEscalation(row)
 	if errors.Is(err, pgx.ErrNoRows) { // lost a race with another replica for this call id
 		return p.getByCallID(ctx, req.CallID)
@@ -290,6 +312,8 @@ RETURNING `+escalationColumns,
 		if p.hook != nil {
 			p.hook.announce(e)
 		}
+	} else if auto != nil {
+		p.m.decided.WithLabelValues(e.Status, "auto").Inc()
 	} else {
 		p.m.decided.WithLabelValues(e.Status, "similar").Inc()
 	}
@@ -437,6 +461,8 @@ type Escalation struct {
 	// call, or an identical retry of it ("" while unused).
 	ConsumedByCallID string     `json:"consumed_by_call_id,omitempty"`
 	ConsumedAt       *time.Time `json:"consumed_at,omitempty"`
+	// Auto is the auto-approver's verdict (nil: it was not consulted).
+	Auto *AutoReview `json:"auto,omitempty"`
 }
 
 func (e Escalation) result() Result {
@@ -451,7 +477,7 @@ func (e Escalation) result() Result {
 }
 
 const escalationColumns = `id, call_id, session_id, kind, server, tool, args, rule, reason, resource, status,
-       created_at, expires_at, decided_at, decided_by, decision_reason, consumed_by_call_id, consumed_at`
+       created_at, expires_at, decided_at, decided_by, decision_reason, consumed_by_call_id, consumed_at, ` + autoColumns
 
 // stateColumns are escalationColumns without the arguments (NULL in their
 // place): what a waiting call reads on every poll and wake. A wake of many
@@ -463,9 +489,12 @@ func scanEscalation(row pgx.Row, extra ...any) (Escalation, error) {
 	var e Escalation
 	var args []byte // scanned once: a 4 MiB argument text is not copied again
 	var consumedBy *string
+	var auto autoScan
 	dest := append([]any{&e.ID, &e.CallID, &e.SessionID, &e.Kind, &e.Server, &e.Tool, &args, &e.Rule, &e.Reason, &e.Resource,
-		&e.Status, &e.CreatedAt, &e.ExpiresAt, &e.DecidedAt, &e.DecidedBy, &e.DecisionReason, &consumedBy, &e.ConsumedAt}, extra...)
+		&e.Status, &e.CreatedAt, &e.ExpiresAt, &e.DecidedAt, &e.DecidedBy, &e.DecisionReason, &consumedBy, &e.ConsumedAt}, auto.dest()...)
+	dest = append(dest, extra...)
 	err := row.Scan(dest...)
+	e.Auto = auto.review()
 	e.Args = json.RawMessage(args)
 	if consumedBy != nil {
 		e.ConsumedByCallID = *consumedBy

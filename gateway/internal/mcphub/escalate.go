@@ -39,6 +39,9 @@ func (c *call) escalate(ctx context.Context, ev policy.Evaluation, agentArgs map
 		Server: c.e.server, Tool: c.e.tool, Args: audit.Redact(c.args),
 		Rule: ev.Decision.Rule, Reason: ev.Decision.OperatorReason(), // masked excerpts of secrets: the operator only
 		Exact: exactCall(agentArgs, ev.Policy),
+		// Only a compiled rule's escalation may go to the auto-approver.
+		RuleEscalation: ev.Decision.Compiled,
+		PolicyArgs:     policyArgs(ev.Policy),
 	}
 	req.ID, req.Attach = c.escalationID(ctx, req)
 	escID := req.ID
@@ -134,6 +137,19 @@ func exactCall(agent, pol map[string]any) []byte {
 		return nil
 	}
 	return b
+}
+
+// policyArgs is the redacted canonical form of the policy's arguments (nil
+// when they do not encode).
+func policyArgs(pol map[string]any) json.RawMessage {
+	if pol == nil {
+		return nil
+	}
+	b, err := json.Marshal(pol)
+	if err != nil {
+		return nil
+	}
+	return audit.Redact(b)
 }
 
 func decidedBy(res escalation.Result) string {

@@ -103,7 +103,7 @@ func escalations(ctx context.Context, args []string, e Env) error {
 func listEscalations(ctx context.Context, w io.Writer, client *opsapi.Client, f escalation.ListFilter, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if !asJSON {
-		fmt.Fprintln(tw, "ID\tSTATUS\tAGE\tSESSION\tWHAT\tRESOURCE\tREASON")
+		fmt.Fprintln(tw, "ID\tSTATUS\tAUTO\tAGE\tSESSION\tWHAT\tRESOURCE\tREASON")
 	}
 	n := 0
 	err := client.EachEscalation(ctx, f, func(x *escalation.Escalation) error {
@@ -120,7 +120,7 @@ func listEscalations(ctx context.Context, w io.Writer, client *opsapi.Client, f 
 			_, err = fmt.Fprintf(w, "%s%s", sep, b)
 			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Status, time.Since(x.CreatedAt).Round(time.Second),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Status, autoSummary(x.Auto), time.Since(x.CreatedAt).Round(time.Second),
 			x.SessionID, what(*x), oneLine(resource(*x), 60), oneLine(x.Reason, 50))
 		if n%tableFlushRows == 0 {
 			return tw.Flush()
@@ -228,5 +228,22 @@ func printEscalation(e Env, x escalation.Escalation, asJSON bool) error {
 	}
 	row("decided by", x.DecidedBy)
 	row("decision reason", x.DecisionReason)
+	if a := x.Auto; a != nil {
+		row("auto-approver", fmt.Sprintf("%s (%s; model %s; %d tokens)", a.Verdict, a.Outcome, visible(a.Model), a.Tokens))
+		// Model output: shown on one line with control characters quoted.
+		row("auto reasoning", visible(oneLine(a.Reasoning, escalation.MaxReasoningChars)))
+	}
 	return tw.Flush()
+}
+
+// autoSummary is the AUTO column: what the auto-approver said ("-": it
+// was not consulted).
+func autoSummary(a *escalation.AutoReview) string {
+	switch {
+	case a == nil:
+		return "-"
+	case a.Verdict == a.Outcome || (a.Verdict == escalation.VerdictApprove && a.Outcome == escalation.OutcomeApproved):
+		return a.Verdict
+	}
+	return a.Verdict + ":" + a.Outcome
 }
