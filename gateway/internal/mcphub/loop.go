@@ -2,7 +2,9 @@ package mcphub
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"ironcurtain.dev/gateway/internal/audit"
@@ -94,7 +96,7 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 	waitStart := h.now()
 	res, err := h.esc.Escalate(wctx, escalation.Request{
 		ID: escID, CallID: c.id, SessionID: c.sess.ID, Kind: escalation.KindToolCall,
-		Server: c.e.server, Tool: c.e.tool, Args: audit.Redact(c.args),
+		Server: c.e.server, Tool: c.e.tool, Args: pauseArgs(escID, chk.Limit, c.args),
 		Rule: RuleLoopBreaker, Reason: reason,
 	})
 	stop()
@@ -123,6 +125,22 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 	notify(ctx, n, notice)
 	msg := fmt.Sprintf("refused %s: this session's tool calls were paused (%s) and an operator stopped them until %s (escalation %s)", c.e.key, agentText(chk.Reason, ""), until.UTC().Format(time.RFC3339), escID)
 	return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(msg), detail, 0, false)
+}
+
+// pauseArgs are the arguments the operator sees on a pause's escalation:
+// the limit, the pause's own id and the call that crossed the limit (which
+// will not run). The id makes them unique, so no "approve similar" entry
+// (exact arguments) ever covers a pause: each one is a human's decision.
+func pauseArgs(escID, limit string, call json.RawMessage) json.RawMessage {
+	b, err := json.Marshal(struct {
+		Pause string          `json:"loop_breaker_pause"`
+		Limit string          `json:"limit"`
+		Call  json.RawMessage `json:"paused_call"`
+	}{escID, limit, call})
+	if err != nil {
+		b = []byte(`{"loop_breaker_pause":` + strconv.Quote(escID) + `}`)
+	}
+	return audit.Redact(b)
 }
 
 // loopAfter tells the loop breaker what became of a call.

@@ -86,7 +86,9 @@ func TestLoopBreakerPausesALoopingSession(t *testing.T) {
 	}
 	req := f.esc.requests()[0]
 	if req.Rule != RuleLoopBreaker || req.SessionID != "stuck" || req.Kind != escalation.KindToolCall ||
-		!strings.Contains(req.Reason, "the agent seems stuck: 5 denied calls in a row in 8s") || len(req.Exact) != 0 {
+		!strings.Contains(req.Reason, "the agent seems stuck: 5 denied calls in a row in 8s") || len(req.Exact) != 0 ||
+		// Unique arguments: no "approve similar" entry can cover a pause.
+		!strings.Contains(string(req.Args), `"loop_breaker_pause":"`+req.ID+`"`) || !strings.Contains(string(req.Args), `"paused_call":{"path":"/etc/passwd-5"}`) {
 		t.Fatalf("escalation request = %+v", req)
 	}
 	// While it is pending: the session's calls are refused at once, with a
