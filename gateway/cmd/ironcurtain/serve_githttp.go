@@ -36,7 +36,8 @@ func gitDoor(cfg *config.Config, eng *policy.Engine, hub *mcphub.Hub, srvs []ser
 		MaxObjects:   cfg.Git.HTTP.MaxObjects,
 		MaxRefs:      cfg.Git.HTTP.MaxRefs,
 		Timeout:      cfg.Git.HTTP.Timeout,
-	}, githttp.Deps{Hub: hub, Auth: auth, Mirrors: gsrv, Allow: eng, Audit: sink, Logger: log.With("component", "githttp")})
+		MaxScanBytes: cfg.Secrets.PushLimit(),
+	}, githttp.Deps{Hub: hub, Auth: auth, Mirrors: gsrv, Allow: eng, Audit: sink, Secrets: eng, Logger: log.With("component", "githttp")})
 	if err != nil {
 		return nil, fmt.Errorf("building the git HTTP door: %w", err)
 	}

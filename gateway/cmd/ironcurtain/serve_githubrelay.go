@@ -34,13 +34,17 @@ func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, aut
 	if err != nil {
 		return nil, err
 	}
+	sc, err := cfg.SecretScanner()
+	if err != nil {
+		return nil, err
+	}
 	relay, err := githubrelay.New(githubrelay.Config{
 		APIURL:      cfg.GitHub.APIURL,
 		Token:       tok,
 		MaxRESTBody: cfg.GitHub.Relay.MaxBodyBytes,
 		Timeout:     cfg.GitHub.Relay.Timeout,
 		Hosts:       cfg.GitHub.Relay.Hosts,
-	}, githubrelay.Deps{Hub: hub, Auth: auth, Owner: gh, Audit: sink, Logger: log.With("component", "githubrelay")})
+	}, githubrelay.Deps{Hub: hub, Auth: auth, Owner: gh, Audit: sink, Secrets: &secretDoors{sc: sc}, Logger: log.With("component", "githubrelay")})
 	if err != nil {
 		return nil, fmt.Errorf("building the GitHub relay: %w", err)
 	}

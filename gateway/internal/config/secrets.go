@@ -63,7 +63,14 @@ type SecretsConfig struct {
 
 	// exact are the gateway's own secrets, set at serve time (SetExact).
 	exact []secretscan.Secret
+	// pushInspector scans git tool pushes, bound at serve time
+	// (SetPushInspector).
+	pushInspector policy.PushInspector
 }
+
+// SetPushInspector gives the policy the scanner of git tool pushes (the git
+// server, through a late binding: the server is built after the policy).
+func (s *SecretsConfig) SetPushInspector(i policy.PushInspector) { s.pushInspector = i }
 
 // Validate implements Validator; field names are relative to "secrets".
 func (s *SecretsConfig) Validate() error {
@@ -167,6 +174,7 @@ func (s *SecretsConfig) Scan() policy.SecretScan {
 	sort.Slice(out.Deny, func(i, j int) bool { return out.Deny[i] < out.Deny[j] })
 	out.Kinds = kinds
 	out.Exact = append([]secretscan.Secret(nil), s.exact...)
+	out.PushInspector = s.pushInspector
 	return out
 }
 
