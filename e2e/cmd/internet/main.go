@@ -5,6 +5,9 @@
 //
 //   - git.*   a git smart-HTTP remote (git http-backend through CGI) that
 //     requires the gateway's git token (basic auth);
+//   - approver.* a deliberately naive auto-approver model (OpenAI chat
+//     completions, approver.go) that approves when it finds a prompt
+//     injection outside the gateway's data block;
 //   - api.*   a fake GitHub API (REST and GraphQL, github.go) that requires
 //     the gateway's GitHub token;
 //   - model.* a fake model provider speaking the Anthropic Messages API:
@@ -85,10 +88,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	h := &handler{
-		log:   log,
-		model: &model{key: modelKey, forbidden: splitList(getenv(envForbidden)), steps: steps},
-		git:   &gitRemote{root: *gitRoot, backend: *backend, token: gitToken},
-		gh:    newFakeGitHub(gitToken),
+		log:      log,
+		model:    &model{key: modelKey, forbidden: splitList(getenv(envForbidden)), steps: steps},
+		approver: &approver{key: modelKey},
+		git:      &gitRemote{root: *gitRoot, backend: *backend, token: gitToken},
+		gh:       newFakeGitHub(gitToken),
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -129,10 +133,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // handler routes by the first label of the requested host.
 type handler struct {
-	log   *slog.Logger
-	model *model
-	git   *gitRemote
-	gh    *fakeGitHub
+	log      *slog.Logger
+	model    *model
+	approver *approver
+	git      *gitRemote
+	gh       *fakeGitHub
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -147,6 +152,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		note = h.git.serve(rec, r)
 	case "model":
 		note = h.model.serve(rec, r)
+	case "approver":
+		note = h.approver.serve(rec, r)
 	case "api":
 		note = h.gh.serve(rec, r)
 	default:

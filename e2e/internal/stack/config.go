@@ -73,9 +73,20 @@ escalation:
   timeout: 300s
   poll_interval: 1s
   sweep_interval: 5s
+  # A rule escalation is shown to the auto-approver's model first: the
+  # internet container's deliberately naive fake (approver.go there), which
+  # approves only when agent text leaked out of the data block.
+  auto_approver:
+    enabled: true
+    provider: openai
+    model: gpt-4o-mini
 
 relay:
   anthropic:
+    base_url: %s
+    api_key_env: ANTHROPIC_API_KEY
+  openai:
+    # The auto-approver's model. The suite's fake checks the run's model key.
     base_url: %s
     api_key_env: ANTHROPIC_API_KEY
 

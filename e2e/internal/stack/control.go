@@ -232,6 +232,8 @@ type Escalation struct {
 	Status         string          `json:"status"`
 	DecidedBy      string          `json:"decided_by"`
 	DecisionReason string          `json:"decision_reason"`
+	// Auto is the auto-approver's verdict (nil: not consulted).
+	Auto *AutoReview `json:"auto"`
 }
 
 // Escalations lists escalations of a session (status "" = any).
@@ -267,6 +269,14 @@ func (s *Stack) Escalation(ctx context.Context, id string) (Escalation, error) {
 		return e, fmt.Errorf("GET escalation %s: %d %s", id, code, body)
 	}
 	return e, json.Unmarshal(body, &e)
+}
+
+// AutoReview is the auto-approver's verdict on an escalation.
+type AutoReview struct {
+	Verdict   string `json:"verdict"`
+	Outcome   string `json:"outcome"`
+	Model     string `json:"model"`
+	Reasoning string `json:"reasoning"`
 }
 
 // WaitPending waits for a pending escalation of session on server__tool

@@ -41,11 +41,12 @@ import (
 // Host names of the suite's internet container (network aliases on the
 // egress network) and of the gateway and Postgres.
 const (
-	HostAllowed  = "allowed.internet.test" // in egress.allowed_hosts
-	HostBlocked  = "blocked.internet.test" // answers, but not allowlisted
-	HostGit      = "git.internet.test"     // git smart HTTP
-	HostModel    = "model.internet.test"   // fake Anthropic API
-	HostGitHub   = "api.internet.test"     // fake GitHub API (github.api_url)
+	HostAllowed  = "allowed.internet.test"  // in egress.allowed_hosts
+	HostBlocked  = "blocked.internet.test"  // answers, but not allowlisted
+	HostGit      = "git.internet.test"      // git smart HTTP
+	HostModel    = "model.internet.test"    // fake Anthropic API
+	HostGitHub   = "api.internet.test"      // fake GitHub API (github.api_url)
+	HostApprover = "approver.internet.test" // naive auto-approver model (OpenAI API; relay.openai)
 	hostInternet = "internet"
 	hostGateway  = "gateway"
 	// hostGatewayOps is the gateway's name on the ops network only; the
@@ -368,7 +369,7 @@ func (s *Stack) migrate(ctx context.Context) error {
 }
 
 func (s *Stack) startInternet(ctx context.Context) error {
-	names := []string{HostAllowed, HostBlocked, HostGit, HostModel, HostGitHub, hostInternet}
+	names := []string{HostAllowed, HostBlocked, HostGit, HostModel, HostGitHub, HostApprover, hostInternet}
 	pair, err := s.CA.Issue(names...)
 	if err != nil {
 		return err
