@@ -116,6 +116,10 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if err := setGatewaySecrets(cfg, getenv, tokens, log); err != nil {
 		return err
 	}
+	scan, err := doorSecrets(cfg) // serve_secretscan.go
+	if err != nil {
+		return err
+	}
 	eng, err := loadPolicy(cfg)
 	if err != nil {
 		return err
@@ -140,6 +144,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if err != nil {
 		return err
 	}
+	scan.bind(srvs)
 	loop, err := loopGuard(cfg, reg) // serve_loopbreaker.go
 	if err != nil {
 		return err
@@ -170,7 +175,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	relayCfg := llmrelay.ConfigFrom(cfg.Relay)
 	relayCfg.Prefix = "/llm"
 	relayCfg.Getenv = getenv
-	relay, err := llmrelay.New(relayCfg, llmrelay.Deps{Auth: auth, Sink: st.sink, Spend: st.spend, Registerer: reg, Logger: log.With("component", "llmrelay")})
+	relay, err := llmrelay.New(relayCfg, llmrelay.Deps{Auth: auth, Sink: st.sink, Secrets: scan, Spend: st.spend, Registerer: reg, Logger: log.With("component", "llmrelay")})
 	if err != nil {
 		return fmt.Errorf("building the model relay: %w", err)
 	}
@@ -186,7 +191,8 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		}
 		proxyCfg.DrainTimeout = shutdownGrace
 	}
-	proxy, err := egress.NewProxy(proxyCfg, egress.Deps{Auth: auth, Sink: st.sink, Escalator: st.escalator, Registerer: reg, Logger: log.With("component", "egress")})
+	proxyCfg.MaxScanBodyBytes = cfg.Secrets.ProxyBodyLimit()
+	proxy, err := egress.NewProxy(proxyCfg, egress.Deps{Auth: auth, Sink: st.sink, Escalator: st.escalator, Secrets: scan, Registerer: reg, Logger: log.With("component", "egress")})
 	if err != nil {
 		return fmt.Errorf("building the egress proxy: %w", err)
 	}

@@ -272,6 +272,7 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 		AuthorEmail:    cfg.Git.AuthorEmail,
 		Timeout:        cfg.Git.Timeout,
 		NetworkTimeout: cfg.Git.NetworkTimeout,
+		MaxScanBytes:   cfg.Secrets.PushLimit(),
 		Logger:         log.With("server", git.ServerName),
 	})
 	if err != nil {
