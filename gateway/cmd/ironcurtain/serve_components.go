@@ -41,7 +41,9 @@ const (
 )
 
 // loadAgentTokens returns session name → agent token, from
-// IRONCURTAIN_AGENT_TOKEN and agent.token_files.
+// IRONCURTAIN_AGENT_TOKEN and agent.token_files. There may be none: with a
+// database, agents may use minted sessions only (withMintedSessions refuses
+// to start with neither).
 func loadAgentTokens(cfg *config.Config, getenv func(string) string) (map[string]string, error) {
 	tokens := map[string]string{}
 	if t := getenv(envAgentToken); t != "" {
@@ -56,9 +58,6 @@ func loadAgentTokens(cfg *config.Config, getenv func(string) string) (map[string
 			return nil, err
 		}
 		tokens[name] = t
-	}
-	if len(tokens) == 0 {
-		return nil, fmt.Errorf("no agent session is configured: set %s or agent.token_files in %s", envAgentToken, cfg.File())
 	}
 	return tokens, nil
 }

@@ -19,6 +19,10 @@ func withMintedSessions(static session.Authenticator, tokens map[string]string, 
 		}
 	}
 	if st.pool == nil {
+		// Without a database there are no minted sessions: some static token is needed.
+		if len(tokens) == 0 {
+			return nil, fmt.Errorf("no agent session is configured: set %s or agent.token_files (without a database there are no minted sessions)", envAgentToken)
+		}
 		return static, nil
 	}
 	st.minted = minted.NewStore(st.pool)

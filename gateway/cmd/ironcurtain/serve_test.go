@@ -230,7 +230,7 @@ func TestServeRefusesBadStart(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{name: "no agent token", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN}, want: "IRONCURTAIN_AGENT_TOKEN"},
+		// No agent token at all: serve_sessions_only_test.go (with a database, minted sessions only).
 		{name: "operator token equals agent token", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testAgentToken}, want: "agent"},
 		{name: "no database", env: map[string]string{"IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "IRONCURTAIN_DATABASE_URL"},
 		{name: "no fetch allowlist", env: map[string]string{"IRONCURTAIN_DATABASE_URL": migrated.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "servers.fetch.allowed_domains"},
