@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sourceCorpus is real source code without secrets: the standard library's net/http.
@@ -33,8 +34,23 @@ func BenchmarkScanSource(b *testing.B) {
 	d := MustDefault()
 	b.SetBytes(int64(len(text)))
 	b.ResetTimer()
+	cpu := processCPU()
 	for b.Loop() {
 		d.Scan(text)
+	}
+	reportCPU(b, cpu, len(text))
+}
+
+// reportCPU reports the CPU time per operation and the throughput per core
+// it implies (MB/s of one core busy scanning).
+func reportCPU(b *testing.B, start time.Duration, size int) {
+	used := processCPU() - start
+	if used <= 0 {
+		return
+	}
+	b.ReportMetric(float64(used)/float64(b.N), "cpu-ns/op")
+	if size > 0 {
+		b.ReportMetric(float64(size)*float64(b.N)/used.Seconds()/1e6, "MB/cpu-s")
 	}
 }
 
@@ -42,9 +58,11 @@ func BenchmarkScanSource(b *testing.B) {
 func BenchmarkScanURL(b *testing.B) {
 	d := MustDefault()
 	u := "https://github.com/search?q=golang+context+cancel+deadline&type=code&p=2#results"
+	cpu := processCPU()
 	for b.Loop() {
 		d.ScanURL(u)
 	}
+	reportCPU(b, cpu, 0)
 }
 
 // BenchmarkScanPush10MB scans 10 MB of added blobs, as a push would (want <= 100 ms).
@@ -58,7 +76,9 @@ func BenchmarkScanPush10MB(b *testing.B) {
 	d := MustDefault()
 	b.SetBytes(int64(len(blob)))
 	b.ResetTimer()
+	cpu := processCPU()
 	for b.Loop() {
 		d.Scan(blob)
 	}
+	reportCPU(b, cpu, len(blob))
 }
