@@ -33,6 +33,9 @@ type ToolWatcher interface {
 // pinState holds the tools hidden because their definition is not the
 // pinned one: "server__tool" → what changed ("description,schema", …).
 type pinState struct {
+	// check serialises whole checks, so that the latest listing is always
+	// the one applied last (each check reads the server's current tools).
+	check  sync.Mutex
 	mu     sync.Mutex
 	hidden map[string]string
 	// version is the policy version the pins were last checked against.
@@ -52,7 +55,7 @@ func (p *pinState) changed(key string) (string, bool) {
 func (h *Hub) checkPinsAtStart(list []servers.Server) {
 	for _, s := range list {
 		if _, ok := s.(ToolWatcher); ok {
-			h.recheckPins(s.Name(), s.Tools(), false)
+			h.recheckPins(s, false)
 		}
 	}
 }
@@ -67,9 +70,8 @@ func (h *Hub) watchPins(list []servers.Server) {
 			continue
 		}
 		h.watched = append(h.watched, s)
-		name := s.Name()
-		w.OnToolsChanged(func(tools []servers.Tool) { h.recheckPins(name, tools, true) })
-		h.recheckPins(name, s.Tools(), true)
+		w.OnToolsChanged(func([]servers.Tool) { h.recheckPins(s, true) })
+		h.recheckPins(s, true)
 	}
 	h.pins.version = policyVersion(h.snapshot())
 }
@@ -96,13 +98,18 @@ func (h *Hub) recheckOnReload(v string) {
 // (`ironcurtain tools pin`), tools that match them are shown again.
 func (h *Hub) RecheckPins() {
 	for _, s := range h.watched {
-		h.recheckPins(s.Name(), s.Tools(), true)
+		h.recheckPins(s, true)
 	}
 }
 
-// recheckPins compares the exposed tools of server with a new listing.
-// live is false before the MCP server exists.
-func (h *Hub) recheckPins(server string, tools []servers.Tool, live bool) {
+// recheckPins compares the exposed tools of s with its current listing
+// (read under the check lock: a check that started on an older listing can
+// never be applied after a newer one). live is false before the MCP server
+// exists.
+func (h *Hub) recheckPins(s servers.Server, live bool) {
+	h.pins.check.Lock()
+	defer h.pins.check.Unlock()
+	server, tools := s.Name(), s.Tools()
 	listed := make(map[string]servers.Tool, len(tools))
 	for _, t := range tools {
 		listed[t.Name] = t
