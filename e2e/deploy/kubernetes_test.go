@@ -441,37 +441,115 @@ func k8sCases(t *testing.T) []k8sCase {
 	t.Helper()
 	agent := renderAgentRun(t)
 	var out []k8sCase
-	for _, ov := range k8sOverlays {
-		r := renderOverlay(t, ov)
+	add := func(name string, r k8sRender) {
 		all := k8sRender{Dir: r.Dir, Objects: append(append([]k8sObject(nil), r.Objects...), agent.Objects...)}
-		out = append(out, k8sCase{name: ov, render: all, workloads: all.workloads(t)})
+		out = append(out, k8sCase{name: name, render: all, workloads: all.workloads(t)})
 	}
+	for _, ov := range k8sOverlays {
+		add(ov, renderOverlay(t, ov))
+	}
+	add("overlays/cloudnativepg+components/durable-spool", renderDurableSpool(t))
 	return out
+}
+
+// renderDurableSpool renders an operator's overlay of overlays/cloudnativepg
+// with components/durable-spool (the gateway as a StatefulSet).
+func renderDurableSpool(t *testing.T) k8sRender {
+	t.Helper()
+	dir := t.TempDir()
+	rel := func(p string) string {
+		abs, err := filepath.Abs(repoPath(k8sDir + "/" + p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := filepath.Rel(dir, abs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.ToSlash(r)
+	}
+	kust := types.Kustomization{
+		Resources:  []string{rel("overlays/cloudnativepg")},
+		Components: []string{rel("components/durable-spool")},
+	}
+	kust.Kind, kust.APIVersion = types.KustomizationKind, types.KustomizationVersion
+	b, err := yaml.Marshal(kust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return renderKustomization(t, dir)
+}
+
+// TestKubernetesDurableSpool: the component turns the gateway into a
+// StatefulSet whose pod template is the Deployment's but for the state
+// volume, which becomes a claim per replica (the two files cannot drift).
+func TestKubernetesDurableSpool(t *testing.T) {
+	podTemplate := func(r k8sRender, kind string) (map[string]any, []any) {
+		var o struct {
+			Spec struct {
+				Template             map[string]any `json:"template"`
+				VolumeClaimTemplates []any          `json:"volumeClaimTemplates"`
+			} `json:"spec"`
+		}
+		r.find(t, kind, "ironcurtain-gateway").decode(t, &o)
+		spec := o.Spec.Template["spec"].(map[string]any)
+		var vols []any
+		for _, v := range spec["volumes"].([]any) {
+			if v.(map[string]any)["name"] != "state" {
+				vols = append(vols, v)
+			}
+		}
+		spec["volumes"] = vols
+		return o.Spec.Template, o.Spec.VolumeClaimTemplates
+	}
+	dep, _ := podTemplate(renderOverlay(t, "overlays/cloudnativepg"), "Deployment")
+	durable := renderDurableSpool(t)
+	sts, claims := podTemplate(durable, "StatefulSet")
+	if len(durable.ofKind("Deployment")) != 0 {
+		t.Errorf("the component leaves a Deployment of the gateway next to its StatefulSet")
+	}
+	a, _ := json.Marshal(dep)
+	b, _ := json.Marshal(sts)
+	if string(a) != string(b) {
+		t.Errorf("the StatefulSet's pod template differs from the Deployment's (beyond the state volume):\n%s\n%s", a, b)
+	}
+	var names []string
+	for _, c := range claims {
+		names = append(names, fmt.Sprint(c.(map[string]any)["metadata"].(map[string]any)["name"]))
+	}
+	if strings.Join(names, ",") != "state" {
+		t.Errorf("volumeClaimTemplates %v, want [state] (mounted at /var/lib/ironcurtain)", names)
+	}
 }
 
 func TestKubernetesGatewayDeployment(t *testing.T) {
 	for _, c := range k8sCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			gws := byRole(t, c.workloads, "gateway")
-			if len(gws) != 1 || gws[0].Kind != "Deployment" {
-				t.Fatalf("gateway workloads %v, want one Deployment", gws)
+			if len(gws) != 1 || (gws[0].Kind != "Deployment" && gws[0].Kind != "StatefulSet") {
+				t.Fatalf("gateway workloads %v, want one Deployment (or StatefulSet: components/durable-spool)", gws)
 			}
 			gw := gws[0]
 			if gw.Replicas == nil || *gw.Replicas != 2 {
 				t.Errorf("the gateway has replicas %s, want 2", intText(gw.Replicas))
 			}
-			var dep struct {
-				Spec struct {
-					Strategy struct {
-						RollingUpdate struct {
-							MaxUnavailable any `json:"maxUnavailable"`
-						} `json:"rollingUpdate"`
-					} `json:"strategy"`
-				} `json:"spec"`
-			}
-			c.render.find(t, "Deployment", gw.Name).decode(t, &dep)
-			if fmt.Sprint(dep.Spec.Strategy.RollingUpdate.MaxUnavailable) != "0" {
-				t.Errorf("rollingUpdate.maxUnavailable = %v, want 0 (a rollout never leaves fewer than 2 replicas)", dep.Spec.Strategy.RollingUpdate.MaxUnavailable)
+			if gw.Kind == "Deployment" {
+				var dep struct {
+					Spec struct {
+						Strategy struct {
+							RollingUpdate struct {
+								MaxUnavailable any `json:"maxUnavailable"`
+							} `json:"rollingUpdate"`
+						} `json:"strategy"`
+					} `json:"spec"`
+				}
+				c.render.find(t, "Deployment", gw.Name).decode(t, &dep)
+				if fmt.Sprint(dep.Spec.Strategy.RollingUpdate.MaxUnavailable) != "0" {
+					t.Errorf("rollingUpdate.maxUnavailable = %v, want 0 (a rollout never leaves fewer than 2 replicas)", dep.Spec.Strategy.RollingUpdate.MaxUnavailable)
+				}
 			}
 
 			// The PodDisruptionBudget covers the gateway's pods and keeps one of them.
@@ -742,6 +820,7 @@ func TestKubernetesAgentFindsTheGateway(t *testing.T) {
 			for _, o := range c.render.ofKind("Service") {
 				var svc struct {
 					Spec struct {
+						ClusterIP   string            `json:"clusterIP"`
 						Type        string            `json:"type"`
 						Selector    map[string]string `json:"selector"`
 						ExternalIPs []string          `json:"externalIPs"`
@@ -758,6 +837,9 @@ func TestKubernetesAgentFindsTheGateway(t *testing.T) {
 				sel := labelSelector{MatchLabels: svc.Spec.Selector}
 				if o.Metadata.Namespace != gw.Namespace || len(svc.Spec.Selector) == 0 || !sel.matches(gw.Labels) {
 					continue
+				}
+				if svc.Spec.ClusterIP == "None" && len(svc.Spec.Ports) == 0 {
+					continue // a StatefulSet's headless governing Service: no door
 				}
 				if len(svc.Spec.Ports) != 1 {
 					t.Errorf("Service %s has %d ports, want one door per Service", o.Metadata.Name, len(svc.Spec.Ports))
