@@ -56,12 +56,13 @@ func newFakeModel(t *testing.T, answer string) *fakeModel {
 		f.mu.Lock()
 		f.last = body
 		f.keyOK = r.Header.Get("X-Api-Key") == testKey && !strings.Contains(string(b), testKey)
+		answer := f.answer
 		f.mu.Unlock()
 		if f.handle != nil {
 			f.handle(w, r, body)
 			return
 		}
-		writeMessage(w, f.answer, "end_turn")
+		writeMessage(w, answer, "end_turn")
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
