@@ -353,6 +353,10 @@ func TestKubernetesNetworkPolicies(t *testing.T) {
 			tcp(gateway, metadata, 443, false)
 			tcp(gateway, apiServer, 443, false)
 			tcp(gateway, lan, 443, false)
+			for _, special := range []string{"0.0.0.1", "100.64.0.1", "127.0.0.1", "172.16.0.1", "192.0.0.8", "198.18.0.1", "224.0.0.251", "240.0.0.1", "255.255.255.255",
+				"::1", "::a00:1", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe", "64:ff9b:1::a00:1", "2001::1", "2002:a00:1::1", "fd00::1", "fe80::1", "ff02::1"} {
+				tcp(gateway, netEndpoint{Name: special, IP: netip.MustParseAddr(special)}, 443, false)
+			}
 			tcp(gateway, dns, 53, true)
 			conns = append(conns, conn{gateway, dns, "UDP", 53, true})
 			tcp(gateway, database, 5432, true)
