@@ -182,9 +182,18 @@ func TestForceClearsDirty(t *testing.T) {
 func TestFailedMigrationRollsBack(t *testing.T) {
 	db := pgtest.New(t, pgtest.Migrated())
 	ctx := testCtx(t)
-	// Make the latest down migration fail by adding a dependent object
-	// (0005's down drops tool_calls.args_escaped).
-	if _, err := db.Pool.Exec(ctx, `CREATE VIEW blocker AS SELECT args_escaped FROM tool_calls`); err != nil {
+	// Make the latest down migration fail, whichever it is, by adding
+	// objects that depend on every column of every table (a view's * is
+	// expanded when it is created): a down that drops a column or a table
+	// then fails.
+	if _, err := db.Pool.Exec(ctx, `
+DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'ironcurtain_schema_version' LOOP
+    EXECUTE format('CREATE VIEW %I AS SELECT * FROM %I', 'blocker_' || r.tablename, r.tablename);
+  END LOOP;
+END $$`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.MigrateDown(ctx, db.Pool, 1); err == nil {
