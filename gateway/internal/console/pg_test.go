@@ -39,7 +39,7 @@ FROM generate_series(1, $1) g`,
 SELECT 'call-' || g, 'bench', $1 + g, now() - ($1 - g) * interval '10 ms' + interval '2 ms', 'ok', 2000000, 512, false, '\x00', '\x00'
 FROM generate_series(1, $1) g WHERE g % 10 <> 0`,
 		`INSERT INTO egress_events (id, session_id, seq, tool_call_id, at, kind, method, host, port, resolved_ip, decision, reason, bytes_up, bytes_down, duration_ns, prev_hash, hash)
-SELECT 'eg-' || g, 'bench', 3 * $1 + g, CASE WHEN g % 20 = 0 THEN '' ELSE 'call-' || g END, now() - ($1 - g) * interval '10 ms' + interval '1 ms',
+SELECT 'eg-' || g, 'bench', 3 * $1 + g, CASE WHEN g % 20 = 1 THEN '' ELSE 'call-' || g END, now() - ($1 - g) * interval '10 ms' + interval '1 ms',
        'fetch', 'GET', 'example.com', 443, '93.184.215.14', 'allow', 'allowlisted', 120, 4096, 1500000, '\x00', '\x00'
 FROM generate_series(1, $1, 5) g`,
 		`INSERT INTO llm_calls (id, session_id, seq, at, provider, model, path, stream, status_code, input_tokens, output_tokens, cost_usd, duration_ns, prev_hash, hash)
@@ -97,12 +97,12 @@ func TestPGStore(t *testing.T) {
 	cl := signedIn(t, c)
 	ctx := context.Background()
 
-	eg, err := PGStore{Pool: db.Pool}.EgressOf(ctx, []string{"call-6", "call-11", "call-nope"}, 10)
+	eg, err := PGStore{Pool: db.Pool}.EgressOf(ctx, []string{"call-6", "call-11", "call-21", "call-nope"}, 10)
 	if err != nil || len(eg) != 2 || eg[0].ToolCallID != "call-6" || eg[1].Host != "example.com" {
 		t.Fatalf("EgressOf: %+v %v", eg, err)
 	}
 	llm, other, err := PGStore{Pool: db.Pool}.Around(ctx, "bench", time.Time{}, time.Time{}, 1000)
-	if err != nil || len(llm) != 100 || len(other) != 10 {
+	if err != nil || len(llm) != 100 || len(other) != 50 {
 		t.Fatalf("Around: %d relay calls, %d egress without a call, %v", len(llm), len(other), err)
 	}
 
@@ -114,8 +114,9 @@ func TestPGStore(t *testing.T) {
 	if n := strings.Count(body, `<tbody class="call`); n != timelineRows {
 		t.Errorf("timeline page lists %d calls, want %d", n, timelineRows)
 	}
-	if !strings.Contains(body, `id="call-1000"`) || !strings.Contains(body, "tr class=\"egress nested\"") {
-		t.Error("the newest call or its nested egress event is missing")
+	if !strings.Contains(body, `id="call-call-1000"`) || !strings.Contains(body, "tr class=\"egress nested\"") {
+		i := strings.Index(body, `<tbody class="call`)
+		t.Errorf("the newest call or its nested egress event is missing:\n%s", body[i:min(len(body), i+3000)])
 	}
 	if strings.Contains(body, "<script>alert(") {
 		t.Error("an argument was rendered as markup")
@@ -125,26 +126,26 @@ func TestPGStore(t *testing.T) {
 		t.Fatal("no next page link")
 	}
 	page2 := cl.get("/ui/timeline?session=bench&cursor=" + next[1]).Body.String()
-	if !strings.Contains(page2, `id="call-800"`) || strings.Contains(page2, `id="call-801"`) {
+	if !strings.Contains(page2, `id="call-call-800"`) || strings.Contains(page2, `id="call-call-801"`) {
 		t.Error("the second page does not continue after the first")
 	}
-	if res := cl.get("/ui/timeline?session=bench&decision=deny"); !strings.Contains(res.Body.String(), `id="call-990"`) || strings.Contains(res.Body.String(), `id="call-999"`) {
+	if res := cl.get("/ui/timeline?session=bench&decision=deny"); !strings.Contains(res.Body.String(), `id="call-call-990"`) || strings.Contains(res.Body.String(), `id="call-call-999"`) {
 		t.Error("the decision filter does not filter")
 	}
 
 	escs := cl.get("/ui/escalations").Body.String()
-	if n := strings.Count(escs, `class="esc st-pending"`); n != 20 {
-		t.Errorf("%d pending escalations listed, want 20", n)
+	if n := strings.Count(escs, `class="esc st-pending"`); n != 10 {
+		t.Errorf("%d pending escalations listed, want 10", n)
 	}
 	if n := strings.Count(escs, `class="esc st-approved"`); n != historyRows {
 		t.Errorf("%d decided escalations listed, want %d", n, historyRows)
 	}
-	res := cl.post("/ui/escalation/decide", map[string][]string{"csrf": {c.sessionsCSRF(t, cl)}, "id": {"esc-10"}, "action": {"deny"}, "reason": {"no"}}, "")
+	res := cl.post("/ui/escalation/decide", map[string][]string{"csrf": {c.sessionsCSRF(t, cl)}, "id": {"esc-100"}, "action": {"deny"}, "reason": {"no"}}, "")
 	if res.Code != http.StatusSeeOther {
 		t.Fatalf("deny: %d %s", res.Code, res.Body.String())
 	}
 	var status, by string
-	if err := db.Pool.QueryRow(ctx, `SELECT status, decided_by FROM escalations WHERE id = 'esc-10'`).Scan(&status, &by); err != nil || status != "denied" || by != "alice" {
+	if err := db.Pool.QueryRow(ctx, `SELECT status, decided_by FROM escalations WHERE id = 'esc-100'`).Scan(&status, &by); err != nil || status != "denied" || by != "alice" {
 		t.Fatalf("after deny: %s by %s (%v)", status, by, err)
 	}
 	if res := cl.get("/ui/sessions"); res.Code != http.StatusOK || !strings.Contains(res.Body.String(), "bench") {
