@@ -262,7 +262,12 @@ func readBatch(br *bufio.Reader, d *secretscan.Detector, want []object, maxBytes
 			return fmt.Errorf("unexpected header %q for %s", clip(head), ob.id)
 		}
 		ob.typ, ob.size = f[1], size
-		scan := ob.typ == "commit" || ob.typ == "tag" || ob.typ == "blob"
+		switch ob.typ {
+		case "commit", "tag", "blob", "tree":
+		default:
+			return fmt.Errorf("unexpected object type in %q for %s", clip(head), ob.id)
+		}
+		scan := ob.typ != "tree"
 		if scan && read+size > maxBytes {
 			rep.Incomplete = true
 			rep.Reason = fmt.Sprintf("the push adds more than %d bytes of commits and files; the rest was not scanned", maxBytes)
