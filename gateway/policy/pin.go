@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -60,19 +61,24 @@ func CanonicalSchema(raw json.RawMessage) (json.RawMessage, error) {
 	return b, nil
 }
 
-// Hash is the pin hash of d: SHA-256 of the JSON array [name, description,
-// canonical schema].
+// Hash is the pin hash of d: SHA-256 over a version tag and the exact
+// bytes of the name, the description and the canonical schema, each
+// preceded by its length (no two definitions share an encoding; invalid
+// UTF-8 is hashed as it is, not replaced).
 func (d ToolDefinition) Hash() (string, error) {
 	schema, err := CanonicalSchema(d.InputSchema)
 	if err != nil {
 		return "", fmt.Errorf("hashing tool %q: %w", d.Name, err)
 	}
-	b, err := json.Marshal([]any{d.Name, d.Description, schema})
-	if err != nil {
-		return "", fmt.Errorf("hashing tool %q: %w", d.Name, err)
+	h := sha256.New()
+	h.Write([]byte("ironcurtain tool pin v1\x00"))
+	for _, part := range [][]byte{[]byte(d.Name), []byte(d.Description), schema} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
 	}
-	sum := sha256.Sum256(b)
-	return PinPrefix + hex.EncodeToString(sum[:]), nil
+	return PinPrefix + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Pin returns the pin of d.
