@@ -74,7 +74,7 @@ func (p *Proxy) handleRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Reque
 	if r.Header.Get("Upgrade") != "" {
 		return r, refusalResponse(r, st, p.refuse(st, &refusal{http.StatusForbidden, ruleRequest, "protocol upgrades are only relayed through CONNECT"}))
 	}
-	if ref := p.decide(r.Context(), r, st, u.Host, u.Port, scanRequest(r, u, p.cfg.MaxScanBodyBytes)); ref != nil {
+	if ref := p.decide(r.Context(), r, st, u.Host, u.Port, p.scanRequest(r, st, u)); ref != nil {
 		return r, refusalResponse(r, st, ref)
 	}
 	// Forward to the canonical authority we decided on.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
@@ -130,6 +131,7 @@ type Proxy struct {
 	inflight sync.WaitGroup
 	conns    map[net.Conn]struct{} // hijacked connections, closed when a drain times out
 
+	bodies        *semaphore.Weighted              // request-body bytes buffered for secret scanning
 	limiter       atomic.Pointer[netlimit.Limiter] // set by Serve
 	authFails     *authFailures                    // unauthenticated requests, written as one row per source per minute
 	authAggWindow time.Duration                    // authAggWindow; shorter in tests
@@ -184,6 +186,7 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 		log: d.Logger, metrics: m, ports: ports,
 		perSess: map[string]int{}, approved: map[approvalKey]string{}, pending: map[approvalKey]*pendingEscalation{},
 		conns: map[net.Conn]struct{}{}, authFails: newAuthFailures(), authAggWindow: authAggWindow,
+		bodies: semaphore.NewWeighted(max(maxBufferedBodies, c.MaxScanBodyBytes+1)),
 	}
 	if p.escalator == nil {
 		p.escalator = escalation.Deny{}

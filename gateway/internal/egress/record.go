@@ -58,6 +58,8 @@ type reqState struct {
 
 	allowed bool // the host decision allowed it; only then may it be dialed
 	release func()
+	// finishers run when the request ends (the handler goroutine only).
+	finishers []func()
 
 	mu       sync.Mutex
 	decision string
@@ -99,6 +101,9 @@ func (st *reqState) deny(rule, reason string) {
 	st.decision, st.rule, st.reason = decisionDeny, rule, reason
 	st.mu.Unlock()
 }
+
+// onFinish runs f when the request ends (after its response).
+func (st *reqState) onFinish(f func()) { st.finishers = append(st.finishers, f) }
 
 func (st *reqState) fail(err error) {
 	st.mu.Lock()
@@ -159,6 +164,9 @@ func clientHost(remote string) string {
 func (p *Proxy) finish(st *reqState) {
 	if st.release != nil {
 		st.release()
+	}
+	for _, f := range st.finishers {
+		f()
 	}
 	ev := st.event()
 	p.metrics.requests.WithLabelValues(ev.Kind, ev.Decision).Inc()

@@ -29,6 +29,12 @@ import (
 // scanned when ProxyConfig.MaxScanBodyBytes is zero.
 const DefaultMaxScanBodyBytes = 1 << 20
 
+// maxBufferedBodies bounds the request-body bytes the proxy holds for
+// scanning at once, all requests together (each takes its cap, or its
+// Content-Length when smaller, until it ends): a burst of large bodies
+// waits rather than exhausting memory.
+const maxBufferedBodies = 64 << 20
+
 // KindUnscannedBody is the kind of the hit that says a plain-HTTP body is
 // longer than ProxyConfig.MaxScanBodyBytes: the rest was not scanned, so a
 // human decides (as for a finding).
@@ -84,11 +90,23 @@ func hostHits(det *secretscan.Detector, h netpolicy.Host, listed bool) []secrets
 // scanRequest is the plain-HTTP inspector: the URL (path, query, fragment,
 // decoded), every header but the proxy's own credentials, and the body up
 // to maxBody bytes (read now and replayed to the upstream).
-func scanRequest(r *http.Request, u netpolicy.URL, maxBody int64) inspector {
+func (p *Proxy) scanRequest(r *http.Request, st *reqState, u netpolicy.URL) inspector {
+	maxBody := p.cfg.MaxScanBodyBytes
 	return func(det *secretscan.Detector, listed bool) ([]secretscan.Hit, error) {
 		hits := hostHits(det, u.Host, listed)
 		hits = append(hits, withoutHost(det.ScanURL(r.RequestURI))...)
 		hits = append(hits, scanHeaders(det, r.Header)...)
+		if r.Body == nil || r.Body == http.NoBody {
+			return hits, nil
+		}
+		weight := maxBody + 1
+		if r.ContentLength >= 0 && r.ContentLength < weight {
+			weight = r.ContentLength
+		}
+		if err := p.bodies.Acquire(r.Context(), weight); err != nil {
+			return nil, fmt.Errorf("waiting to buffer the request body: %w", err)
+		}
+		st.onFinish(func() { p.bodies.Release(weight) })
 		bh, err := scanBody(det, r, maxBody)
 		if err != nil {
 			return nil, err

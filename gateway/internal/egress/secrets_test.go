@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sync/semaphore"
 
 	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/policy"
@@ -168,6 +171,10 @@ func TestProxySecretsPlainHTTP(t *testing.T) {
 					}
 				}
 			}
+			if !tp.p.bodies.TryAcquire(maxBufferedBodies) {
+				t.Fatal("the request's body budget was not given back")
+			}
+			tp.p.bodies.Release(maxBufferedBodies)
 			got := up.received()[before:]
 			switch {
 			case tt.wantStatus != 200 && len(got) > 0:
@@ -273,13 +280,18 @@ func BenchmarkScanPlainRequest(b *testing.B) {
 	for _, k := range []string{"Accept", "Accept-Language", "User-Agent", "Cookie", "Referer", "X-Request-Id", "Content-Type", "Cache-Control", "Pragma", "Dnt"} {
 		hdr.Set(k, "text/html,application/xhtml+xml;q=0.9 Mozilla/5.0 (X11; Linux x86_64) session=abc123")
 	}
+	p := &Proxy{cfg: ProxyConfig{MaxScanBodyBytes: DefaultMaxScanBodyBytes}, bodies: semaphore.NewWeighted(maxBufferedBodies)}
 	b.ReportAllocs()
 	for b.Loop() {
 		r := &http.Request{Method: "POST", RequestURI: "http://example.com/search?q=golang+proxy+secret+scanning&page=2&lang=en#results",
-			Header: hdr, Body: io.NopCloser(strings.NewReader(payload))}
-		hits, err := scanRequest(r, u, DefaultMaxScanBodyBytes)(det, true)
+			Header: hdr, Body: io.NopCloser(strings.NewReader(payload)), ContentLength: int64(len(payload))}
+		st := newState("http", "POST")
+		hits, err := p.scanRequest(r.WithContext(context.Background()), st, u)(det, true)
 		if err != nil || len(hits) != 0 {
 			b.Fatalf("hits %v err %v", hits, err)
+		}
+		for _, f := range st.finishers {
+			f()
 		}
 	}
 }
