@@ -155,6 +155,15 @@ func TestScanFindsWhatThePushAdds(t *testing.T) {
 			want: nil,
 		},
 		{
+			name: "token in an annotated tag's message",
+			build: func(t *testing.T, r *testRepo) (string, string) {
+				base := r.commit(t, "base", map[string][]byte{"README": []byte("hello\n")})
+				r.git(t, "tag", "-a", "v1", "-m", "release notes: "+ghToken)
+				return base, r.git(t, "rev-parse", "refs/tags/v1")
+			},
+			want: []string{"github-token @ tag "},
+		},
+		{
 			name: "key spelled as a file name",
 			build: func(t *testing.T, r *testRepo) (string, string) {
 				base := r.commit(t, "base", map[string][]byte{"README": []byte("hello\n")})
