@@ -101,6 +101,15 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 	})
 	stop()
 	c.waited = h.now().Sub(waitStart)
+	if err != nil && h.life.stopping.Err() != nil {
+		// The gateway is stopping: nobody decided. The next gateway starts
+		// with fresh counters (the guard's state is in memory).
+		h.loop.Abandon(c.sess.ID)
+		notice.Status, notice.Reason = StatusInterrupted, "the gateway is restarting"
+		notify(ctx, n, notice)
+		msg := fmt.Sprintf("%s did not run: this session was paused (%s) and the gateway restarted while an operator was asked (escalation %s)", c.e.key, agentText(chk.Reason, ""), escID)
+		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "loop breaker: gateway shutting down; escalation "+escID+" is still pending", 0, false)
+	}
 	approved := err == nil && res.Approved && (res.Status == "" || res.Status == StatusApproved)
 	until := h.loop.Resolve(c.sess.ID, approved, h.now())
 	if approved {

@@ -261,3 +261,45 @@ func TestLoopBreakerAuditDown(t *testing.T) {
 		t.Fatalf("next call = %+v, want it to run (the pause was abandoned)", res)
 	}
 }
+
+// TestLoopBreakerPauseInterruptedByShutdown: the pausing call stops waiting
+// when the gateway shuts down, says so, and is recorded as refused.
+func TestLoopBreakerPauseInterruptedByShutdown(t *testing.T) {
+	f := newPipelineFixture(t, Config{}, false)
+	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
+	g, err := loopguard.New(loopguard.Config{IdenticalCalls: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hub.loop = g
+	f.esc.wait = make(chan struct{}) // nobody answers
+	sess := session.Session{ID: "s"}
+	args := map[string]any{"path": "a"}
+	for i := 0; i < 2; i++ {
+		f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: args})
+	}
+	done := make(chan servers.Result, 1)
+	go func() { done <- f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: args}) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(f.esc.requests()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no pause")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { _ = f.hub.Shutdown(ctx) }()
+	select {
+	case res := <-done:
+		if !res.IsError || !strings.Contains(loopText(res), "the gateway restarted while an operator was asked") {
+			t.Fatalf("interrupted pause = %+v", res)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pausing call still waits after Shutdown")
+	}
+	outs := f.sink.outcomes()
+	if last := outs[len(outs)-1]; last.Status != audit.OutcomeRefused || !strings.Contains(last.Error, "gateway shutting down") {
+		t.Fatalf("outcome = %+v", last)
+	}
+}
