@@ -279,7 +279,9 @@ func TestLoopBreakerPauseInterruptedByShutdown(t *testing.T) {
 		f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: args})
 	}
 	done := make(chan servers.Result, 1)
-	go func() { done <- f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: args}) }()
+	go func() {
+		done <- f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: args})
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(f.esc.requests()) == 0 {
 		if time.Now().After(deadline) {
