@@ -305,3 +305,24 @@ func TestLoopBreakerPauseInterruptedByShutdown(t *testing.T) {
 		t.Fatalf("outcome = %+v", last)
 	}
 }
+
+// TestLoopBreakerCountsUnknownTools: calls to tools that do not exist (a
+// model inventing a tool) are denials in a row too.
+func TestLoopBreakerCountsUnknownTools(t *testing.T) {
+	f := newPipelineFixture(t, Config{}, true)
+	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
+	g, err := loopguard.New(loopguard.Config{ConsecutiveDenials: 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hub.loop = g
+	sess := session.Session{ID: "s"}
+	f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: map[string]any{"path": "a"}})
+	for i := 0; i < 3; i++ {
+		f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__made_up", Args: map[string]any{}})
+	}
+	res := f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: map[string]any{"path": "b"}})
+	if !res.IsError || !strings.Contains(loopText(res), "3 denied calls in a row") {
+		t.Fatalf("call after three unknown-tool calls = %+v", res)
+	}
+}

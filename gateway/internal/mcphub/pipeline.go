@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/loopguard"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
@@ -309,6 +310,9 @@ func (h *Hub) recordUnknown(ctx context.Context, sess session.Session, name stri
 	})
 	h.recordAfter(ctx, &audit.ToolCallOutcome{CallID: id, SessionID: sess.ID, Time: h.now(), Status: audit.OutcomeDenied, Duration: h.now().Sub(start)})
 	h.metrics.Outcome(metrics.UnknownServer, metrics.UnknownTool, audit.OutcomeDenied, h.now().Sub(start))
+	if h.loop != nil { // a denial in a row for the loop breaker (loop.go)
+		h.loop.After(sess.ID, loopguard.Denied, h.now())
+	}
 	return servers.ToolError(fmt.Sprintf("refused %s: there is no such tool", name))
 }
 
