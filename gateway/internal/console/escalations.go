@@ -62,13 +62,13 @@ func scopes(e escalation.Escalation) []scope {
 	return out
 }
 
-type escalationsBody struct {
-	Pending     []escRow
-	PendingMore bool
-	History     []escRow
-	Next        string // history cursor
-	Cursor      string
-	Bytes       int
+// listEnd is what closes a listing: how many rows it showed, whether more
+// did not fit, and its pages.
+type listEnd struct {
+	N      int
+	More   bool
+	Next   string
+	Cursor string
 }
 
 func (c *Console) escalationsPage(w http.ResponseWriter, r *http.Request) {
@@ -77,94 +77,86 @@ func (c *Console) escalationsPage(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusBadRequest, "That page link is not valid.")
 		return
 	}
-	body, err := c.loadEscalations(r, cur, true)
-	if err != nil {
+	pw := c.writer("escalations")
+	pw.part("top", withSession(r, page{Title: "Escalations", Nav: "escalations", Live: c.deps.Watch != nil}))
+	pw.part("pending-section", nil)
+	if err := c.writePending(r, pw); err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "escalations", page{Title: "Escalations", Nav: "escalations", Live: c.deps.Watch != nil, Body: body})
+	if err := c.writeHistory(r, pw, cur); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	pw.part("bottom", nil)
+	c.send(w, r, pw)
 }
 
-// pendingFragment is the pending section alone: the script replaces the
-// page's section with it when the event stream says escalations changed.
+// pendingFragment is the pending section's content alone: the script
+// replaces the page's section with it when the event stream says
+// escalations changed.
 func (c *Console) pendingFragment(w http.ResponseWriter, r *http.Request) {
-	body, err := c.loadEscalations(r, audit.Cursor{}, false)
-	if err != nil {
+	pw := c.writer("escalations")
+	if err := c.writePending(r, pw); err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	c.fragment(w, r, "escalations", "pending", page{Body: body})
+	c.send(w, r, pw)
 }
 
-func (c *Console) loadEscalations(r *http.Request, cur audit.Cursor, history bool) (escalationsBody, error) {
-	ctx := r.Context()
-	csrf := current(r).csrf
+// writePending lists pending escalations, oldest first, while they fit.
+func (c *Console) writePending(r *http.Request, pw *pageWriter) error {
+	csrf, now := current(r).csrf, c.now()
+	var end listEnd
+	pw.part("pending-open", nil)
+	err := c.deps.Escalations.ListEach(r.Context(), escalation.ListFilter{Status: escalation.StatusPending, Limit: maxPending + 1}, func(e *escalation.Escalation) error {
+		if end.N == maxPending || !pw.row("esc-row", escRow{E: *e, Now: now, Args: NewText(PrettyJSON(e.Args)), CSRF: csrf, Scopes: scopes(*e)}) {
+			end.More = true
+			return audit.ErrStop
+		}
+		end.N++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if pw.err != nil {
+		return pw.err
+	}
+	pw.part("pending-close", end)
+	return pw.err
+}
+
+// writeHistory lists decided escalations after cur, newest first.
+func (c *Console) writeHistory(r *http.Request, pw *pageWriter, cur audit.Cursor) error {
 	now := c.now()
-	var body escalationsBody
-	used := 0
-	add := func(list *[]escRow, e *escalation.Escalation) (bool, error) {
-		row := escRow{E: *e, Now: now, Args: NewText(PrettyJSON(e.Args)), CSRF: csrf, Scopes: scopes(*e)}
-		n, err := c.size("escalations", "esc-row", row)
-		if err != nil {
-			return false, err
+	end := listEnd{Cursor: cur.String()}
+	pw.part("history-open", nil)
+	var last audit.Cursor
+	seen := 0
+	err := c.deps.Escalations.ListEach(r.Context(), escalation.ListFilter{Limit: historyRows * 4, Cursor: cur}, func(e *escalation.Escalation) error {
+		seen++
+		if e.Status != escalation.StatusPending {
+			if end.N == historyRows || !pw.row("esc-row", escRow{E: *e, Now: now, Args: NewText(PrettyJSON(e.Args))}) {
+				end.Next = last.String()
+				return audit.ErrStop
+			}
+			end.N++
 		}
-		if used+n > PageBytes && used > 0 {
-			return false, nil
-		}
-		used += n
-		*list = append(*list, row)
-		return true, nil
-	}
-	err := c.deps.Escalations.ListEach(ctx, escalation.ListFilter{Status: escalation.StatusPending, Limit: maxPending + 1}, func(e *escalation.Escalation) error {
-		if len(body.Pending) == maxPending {
-			body.PendingMore = true
-			return audit.ErrStop
-		}
-		ok, err := add(&body.Pending, e)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			body.PendingMore = true
-			return audit.ErrStop
-		}
+		last = e.Cursor()
 		return nil
 	})
-	if err != nil || !history {
-		body.Bytes = used
-		return body, err
+	if err != nil {
+		return err
 	}
-	body.Cursor = cur.String()
-	var last *escalation.Escalation
-	n := 0
-	err = c.deps.Escalations.ListEach(ctx, escalation.ListFilter{Limit: historyRows * 4, Cursor: cur}, func(e *escalation.Escalation) error {
-		n++
-		if e.Status == escalation.StatusPending {
-			cp := *e
-			last = &cp
-			return nil
-		}
-		if len(body.History) == historyRows {
-			body.Next = last.Cursor().String()
-			return audit.ErrStop
-		}
-		ok, err := add(&body.History, e)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			body.Next = last.Cursor().String()
-			return audit.ErrStop
-		}
-		cp := *e
-		last = &cp
-		return nil
-	})
-	if body.Next == "" && n == historyRows*4 && last != nil {
-		body.Next = last.Cursor().String()
+	if end.Next == "" && seen == historyRows*4 {
+		end.Next = last.String() // only pending rows in this stretch: continue after them
 	}
-	body.Bytes = used
-	return body, err
+	if pw.err != nil {
+		return pw.err
+	}
+	pw.part("history-close", end)
+	return pw.err
 }
 
 // escDetail is the approval page: exactly what will run.

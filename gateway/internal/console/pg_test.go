@@ -126,7 +126,7 @@ func TestPGStore(t *testing.T) {
 		t.Fatal("no next page link")
 	}
 	page2 := cl.get("/ui/timeline?session=bench&cursor=" + next[1]).Body.String()
-	if !strings.Contains(page2, `id="call-call-800"`) || strings.Contains(page2, `id="call-call-801"`) {
+	if !strings.Contains(page2, `id="call-call-900"`) || strings.Contains(page2, `id="call-call-901"`) {
 		t.Error("the second page does not continue after the first")
 	}
 	if res := cl.get("/ui/timeline?session=bench&decision=deny"); !strings.Contains(res.Body.String(), `id="call-call-990"`) || strings.Contains(res.Body.String(), `id="call-call-999"`) {

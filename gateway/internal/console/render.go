@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -128,20 +127,63 @@ func (c *Console) fragment(w http.ResponseWriter, r *http.Request, pageName, tmp
 	_, _ = buf.WriteTo(w)
 }
 
-// size is the number of bytes tmpl renders for data: pages use it to stay
-// within their byte budget before they include a row.
-func (c *Console) size(pageName, tmpl string, data any) (int, error) {
-	var n countWriter
-	err := c.pages[pageName].ExecuteTemplate(&n, tmpl, data)
-	return int(n), err
-}
-
-type countWriter int
-
-func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
-
-var _ io.Writer = (*countWriter)(nil)
-
 func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	c.render(w, r, status, "error", page{Title: http.StatusText(status), Error: msg})
+}
+
+// pageWriter renders a page in parts into one buffer, so that listing rows
+// are rendered once and added while they fit the page's byte budget.
+type pageWriter struct {
+	t    *template.Template
+	buf  bytes.Buffer
+	rows int // bytes of rows added
+	err  error
+}
+
+func (c *Console) writer(name string) *pageWriter { return &pageWriter{t: c.pages[name]} }
+
+// part renders a named template.
+func (pw *pageWriter) part(tmpl string, data any) {
+	if pw.err == nil {
+		pw.err = pw.t.ExecuteTemplate(&pw.buf, tmpl, data)
+	}
+}
+
+// row renders a listing row when the rows so far leave room for it (the
+// first row always fits). It reports whether the row was added.
+func (pw *pageWriter) row(tmpl string, data any) bool {
+	if pw.err != nil {
+		return false
+	}
+	mark := pw.buf.Len()
+	if pw.err = pw.t.ExecuteTemplate(&pw.buf, tmpl, data); pw.err != nil {
+		return false
+	}
+	n := pw.buf.Len() - mark
+	if pw.rows > 0 && pw.rows+n > PageBytes {
+		pw.buf.Truncate(mark)
+		return false
+	}
+	pw.rows += n
+	return true
+}
+
+// send writes the page, or an error page when rendering failed.
+func (c *Console) send(w http.ResponseWriter, r *http.Request, pw *pageWriter) {
+	if pw.err != nil {
+		c.log.Error("console: rendering a page", "err", pw.err)
+		http.Error(w, "internal error; see the gateway log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = pw.buf.WriteTo(w)
+}
+
+// withSession fills the page's operator and CSRF token.
+func withSession(r *http.Request, p page) page {
+	if s, ok := r.Context().Value(ctxKey{}).(opSession); ok {
+		p.Operator, p.CSRF = s.operator, s.csrf
+	}
+	return p
 }

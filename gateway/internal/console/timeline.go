@@ -11,7 +11,7 @@ import (
 const (
 	// timelineRows is the most tool calls one page lists (PageBytes
 	// usually ends it first).
-	timelineRows = 200
+	timelineRows = 100
 	// egressPerPage bounds the egress events fetched for a page's calls.
 	egressPerPage = 2000
 	// aroundRows bounds the relay calls and the egress without a call
@@ -30,44 +30,59 @@ type callRow struct {
 type timelineBody struct {
 	Session  string
 	Filter   audit.Filter
-	Calls    []callRow
-	Next     string
 	Cursor   string
-	LLM      []LLMCall
-	Other    []EgressEvent
-	Bytes    int
 	Verified *audit.SessionCheck
 	CSRF     string
 }
 
-func (c *Console) timelinePage(w http.ResponseWriter, r *http.Request) {
-	body, err := c.loadTimeline(r)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "timeline", page{Title: "Timeline", Nav: "sessions", Body: body})
+type timelineFoot struct {
+	Session string
+	Filter  audit.Filter
+	Calls   int
+	Next    string
+	Cursor  string
 }
 
-func (c *Console) loadTimeline(r *http.Request) (timelineBody, error) {
+func (c *Console) timelinePage(w http.ResponseWriter, r *http.Request) {
+	c.timeline(w, r, false)
+}
+
+// verify runs the session's hash-chain check and shows the timeline with
+// its result.
+func (c *Console) verify(w http.ResponseWriter, r *http.Request) {
+	c.timeline(w, r, true)
+}
+
+func (c *Console) timeline(w http.ResponseWriter, r *http.Request, verify bool) {
 	q := r.URL.Query()
 	if r.Method == http.MethodPost {
 		q = r.PostForm
 	}
 	f := audit.Filter{Session: q.Get("session"), Server: q.Get("server"), Tool: q.Get("tool"), Decision: q.Get("decision"), Limit: timelineRows + 1}
-	body := timelineBody{Session: f.Session, CSRF: current(r).csrf}
 	if f.Session == "" || len(f.Session) > 512 || len(f.Server) > 512 || len(f.Tool) > 512 {
-		return body, errInvalidf("choose a session (and filters of at most 512 bytes)")
+		c.fail(w, r, errInvalidf("choose a session (and filters of at most 512 bytes)"))
+		return
 	}
 	var err error
 	if f.Cursor, err = audit.ParseCursor(q.Get("cursor")); err != nil {
-		return body, errInvalidf("that page link is not valid")
+		c.fail(w, r, errInvalidf("that page link is not valid"))
+		return
 	}
 	if err := f.Validate(); err != nil {
-		return body, errInvalidf(err.Error())
+		c.fail(w, r, errInvalidf(err.Error()))
+		return
 	}
-	body.Filter, body.Cursor = f, f.Cursor.String()
 	ctx := r.Context()
+	head := timelineBody{Session: f.Session, Filter: f, Cursor: f.Cursor.String(), CSRF: current(r).csrf}
+	if verify {
+		check, err := c.deps.Store.Verify(ctx, f.Session)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		head.Verified = &check
+		c.log.Info("console: audit chain verified", "session", f.Session, "intact", check.Break == nil, "records", check.Records, "by", current(r).operator)
+	}
 	now := c.now()
 	var calls []callRow
 	more := false
@@ -80,7 +95,8 @@ func (c *Console) loadTimeline(r *http.Request) (timelineBody, error) {
 		return nil
 	})
 	if err != nil {
-		return body, err
+		c.fail(w, r, err)
+		return
 	}
 	ids := make([]string, len(calls))
 	byID := make(map[string]int, len(calls))
@@ -90,66 +106,59 @@ func (c *Console) loadTimeline(r *http.Request) (timelineBody, error) {
 	}
 	eg, err := c.deps.Store.EgressOf(ctx, ids, egressPerPage)
 	if err != nil {
-		return body, err
+		c.fail(w, r, err)
+		return
 	}
 	for _, e := range eg {
 		if i, ok := byID[e.ToolCallID]; ok {
 			calls[i].Egress = append(calls[i].Egress, e)
 		}
 	}
-	// Add rows while the page stays within PageBytes.
-	used := 0
+	pw := c.writer("timeline")
+	pw.part("top", withSession(r, page{Title: "Timeline", Nav: "sessions"}))
+	pw.part("timeline-head", head)
+	foot := timelineFoot{Session: f.Session, Filter: f, Cursor: head.Cursor}
 	for _, cr := range calls {
-		n, err := c.size("timeline", "call-row", cr)
-		if err != nil {
-			return body, err
-		}
-		if used+n > PageBytes && len(body.Calls) > 0 {
+		if !pw.row("call-row", cr) {
 			more = true
 			break
 		}
-		used += n
-		body.Calls = append(body.Calls, cr)
+		foot.Calls++
 	}
+	// Relay calls and egress without a call in the span of this page.
 	var from, to time.Time
 	if !f.Cursor.IsZero() {
 		to = f.Cursor.Time
 	}
-	if len(body.Calls) > 0 {
-		if more {
-			last := body.Calls[len(body.Calls)-1].C
-			from = last.Time
-			body.Next = last.Cursor().String()
-		}
+	if foot.Calls > 0 && more {
+		last := calls[foot.Calls-1].C
+		from = last.Time
+		foot.Next = last.Cursor().String()
 	}
-	if len(body.Calls) == 0 && !f.Cursor.IsZero() {
+	if foot.Calls == 0 && !f.Cursor.IsZero() {
 		from = to
 	}
+	pw.part("timeline-foot", foot)
 	if f.Server == "" && f.Tool == "" && f.Decision == "" {
-		if body.LLM, body.Other, err = c.deps.Store.Around(ctx, f.Session, from, to, aroundRows); err != nil {
-			return body, err
+		llm, other, err := c.deps.Store.Around(ctx, f.Session, from, to, aroundRows)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		if len(llm)+len(other) > 0 {
+			pw.part("around-open", nil)
+			cut := false
+			for i := 0; i < len(llm) && !cut; i++ {
+				cut = !pw.row("llm-row", llm[i])
+			}
+			for i := 0; i < len(other) && !cut; i++ {
+				cut = !pw.row("egress-row", other[i])
+			}
+			pw.part("around-close", cut)
 		}
 	}
-	body.Bytes = used
-	return body, nil
-}
-
-// verify runs the session's hash-chain check and shows the timeline with
-// its result.
-func (c *Console) verify(w http.ResponseWriter, r *http.Request) {
-	body, err := c.loadTimeline(r)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	check, err := c.deps.Store.Verify(r.Context(), body.Session)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	body.Verified = &check
-	c.log.Info("console: audit chain verified", "session", body.Session, "intact", check.Break == nil, "records", check.Records, "by", current(r).operator)
-	c.render(w, r, http.StatusOK, "timeline", page{Title: "Timeline", Nav: "sessions", Body: body})
+	pw.part("bottom", nil)
+	c.send(w, r, pw)
 }
 
 func errInvalidf(msg string) error { return invalidError(msg) }
