@@ -85,7 +85,9 @@ func BenchmarkPushMemory(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("IC_BENCH_PACK_MB")); err == nil && v > 0 {
 		mb = v
 	}
-	e := newEnv(b, envOptions{cfg: Config{MaxPackBytes: int64(mb+16) << 20}})
+	// The whole push is scanned for secrets too (its blobs are read in
+	// chunks: the heap stays bounded).
+	e := newEnv(b, envOptions{cfg: Config{MaxPackBytes: int64(mb+16) << 20, MaxScanBytes: int64(mb+16) << 20}})
 	work := e.clone(b)
 	e.mustGit(b, work, "switch", "-q", "-c", "feature")
 	for i := 0; i < b.N; i++ {

@@ -243,9 +243,18 @@ func read(ctx context.Context, o gitexec.Options, d *secretscan.Detector, want [
 	return nil
 }
 
+// Objects are scanned in chunks, so that memory stays bounded whatever a
+// blob's size: each chunk is scanned with the last scanOverlap bytes of the
+// one before (the longest pattern window, a JWT's, is 4 KiB), and a finding
+// that ends inside that overlap was reported with the chunk before.
+const (
+	scanChunk   = 1 << 20
+	scanOverlap = 4 << 10
+)
+
 // readBatch parses cat-file --batch output: "<id> <type> <size>\n<content>\n" per object.
 func readBatch(br *bufio.Reader, d *secretscan.Detector, want []object, maxBytes int64, rep *Report) error {
-	var buf []byte
+	buf := make([]byte, 0, scanOverlap+scanChunk)
 	var read int64
 	for i := range want {
 		ob := &want[i]
@@ -267,48 +276,61 @@ func readBatch(br *bufio.Reader, d *secretscan.Detector, want []object, maxBytes
 		default:
 			return fmt.Errorf("unexpected object type in %q for %s", clip(head), ob.id)
 		}
-		scan := ob.typ != "tree"
-		if scan && read+size > maxBytes {
-			rep.Incomplete = true
-			rep.Reason = fmt.Sprintf("the push adds more than %d bytes of commits and files; the rest was not scanned", maxBytes)
-			return nil
-		}
-		if !scan {
+		if ob.typ == "tree" {
 			// Trees are not scanned (their names are in the blobs' paths).
-			if _, err := br.Discard(int(size) + 1); err != nil {
+			if _, err := br.Discard(int(size)); err != nil {
 				return fmt.Errorf("reading %s: %w", ob.id, err)
 			}
-			continue
+		} else {
+			if read+size > maxBytes {
+				rep.Incomplete = true
+				rep.Reason = fmt.Sprintf("the push adds more than %d bytes of commits and files; the rest was not scanned", maxBytes)
+				return nil
+			}
+			read += size
+			if err := scanObject(br, d, ob, buf, rep); err != nil {
+				return err
+			}
+			rep.Objects++
+			rep.Bytes += size
 		}
-		read += size
-		if int64(cap(buf)) < size+1 {
-			buf = make([]byte, size+1)
-		}
-		b := buf[:size+1]
-		if _, err := io.ReadFull(br, b); err != nil {
-			return fmt.Errorf("reading %s: %w", ob.id, err)
-		}
-		if b[size] != '\n' {
+		if c, err := br.ReadByte(); err != nil || c != '\n' {
 			return fmt.Errorf("reading %s: no newline after the content", ob.id)
 		}
-		rep.Objects++
-		rep.Bytes += size
-		if len(rep.Findings) >= maxFindings {
-			continue
+	}
+	return nil
+}
+
+// scanObject reads ob's content from br chunk by chunk into buf and scans it.
+func scanObject(br *bufio.Reader, d *secretscan.Detector, ob *object, buf []byte, rep *Report) error {
+	where := where(*ob)
+	buf = buf[:0]
+	for left := ob.size; left > 0; {
+		tail := len(buf)
+		n := int(min(left, scanChunk))
+		buf = buf[:tail+n]
+		if _, err := io.ReadFull(br, buf[tail:]); err != nil {
+			return fmt.Errorf("reading %s: %w", ob.id, err)
 		}
-		// No copy: the detector keeps nothing of the text (a hit's excerpt
-		// is built anew by secretscan.Mask), and buf is not written until
-		// the next object.
-		var text string
-		if size > 0 {
-			text = unsafe.String(&b[0], int(size))
-		}
-		for _, h := range d.ScanText(where(*ob), text) {
-			if len(rep.Findings) == maxFindings {
-				break
+		left -= int64(n)
+		if len(rep.Findings) < maxFindings {
+			// No copy: the detector keeps nothing of the text (an
+			// excerpt is built anew by secretscan.Mask), and buf is
+			// not written until the next chunk.
+			text := unsafe.String(&buf[0], len(buf))
+			for _, fd := range d.Scan(text) {
+				if fd.End <= tail {
+					continue // reported with the chunk before
+				}
+				if len(rep.Findings) == maxFindings {
+					break
+				}
+				rep.Findings = append(rep.Findings, Finding{Hit: secretscan.Hit{Kind: fd.Kind, Where: where, Excerpt: secretscan.Mask(text, fd)}, Object: ob.id})
 			}
-			rep.Findings = append(rep.Findings, Finding{Hit: h, Object: ob.id})
 		}
+		keep := min(scanOverlap, len(buf))
+		copy(buf, buf[len(buf)-keep:])
+		buf = buf[:keep]
 	}
 	return nil
 }

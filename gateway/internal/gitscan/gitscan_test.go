@@ -283,3 +283,24 @@ func TestScanFindingsBounded(t *testing.T) {
 		t.Fatalf("findings %d objects %d, want %d findings and every object read", len(rep.Findings), rep.Objects, maxFindings)
 	}
 }
+
+// A blob larger than one scan chunk: a key across the chunk boundary is
+// found once, a key just before it once, and memory stays one chunk.
+func TestScanLargeBlobChunks(t *testing.T) {
+	d := secretscan.MustDefault()
+	for _, at := range []int{scanChunk - 10, scanChunk - len(awsKeyID) - 1, scanChunk - scanOverlap + 5, scanChunk + 3} {
+		r := newTestRepo(t)
+		base := r.commit(t, "base", nil)
+		blob := []byte(strings.Repeat("z", 3*scanChunk))
+		copy(blob[at:], " "+awsKeyID+" ")
+		tip := r.commit(t, "big", map[string][]byte{"big.txt": blob})
+		r.git(t, "update-ref", "refs/remotes/origin/main", base)
+		rep, err := Scan(context.Background(), r.opts(), d, []string{tip}, []string{"--glob=refs/remotes/origin/*"}, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Findings) != 1 || rep.Findings[0].Kind != secretscan.KindAWSKeyID {
+			t.Errorf("key at %d: findings %+v, want one aws-access-key-id", at, rep.Findings)
+		}
+	}
+}
