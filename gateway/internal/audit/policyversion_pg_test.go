@@ -38,6 +38,13 @@ func TestPGPolicyVersionChain(t *testing.T) {
 			if err := db.Pool.QueryRow(ctx, `SELECT policy_version FROM tool_calls WHERE call_id = 'c3'`).Scan(&stored); err != nil || stored != "0123456789abcdef" {
 				t.Fatalf("stored policy_version = %q, %v", stored, err)
 			}
+			versions := map[string]string{}
+			if err := QueryEach(ctx, db.Pool, Filter{Session: "s"}, func(c *ToolCall) error {
+				versions[c.CallID] = c.PolicyVersion
+				return nil
+			}); err != nil || versions["c1"] != "" || versions["c2"] != "0123456789abcdef" {
+				t.Fatalf("queried versions %v, %v", versions, err)
+			}
 			if tt.tamper != "" {
 				if _, err := db.Pool.Exec(ctx, tt.tamper); err != nil {
 					t.Fatal(err)
