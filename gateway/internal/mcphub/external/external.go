@@ -60,6 +60,9 @@ const (
 	stopGrace = 3 * time.Second
 	// exitGrace is how long a transport failure waits to see the process exit.
 	exitGrace = 500 * time.Millisecond
+	// relistEvery bounds how often list_changed notifications make the
+	// server list its tools again.
+	relistEvery = 500 * time.Millisecond
 )
 
 // Config launches one external server.
@@ -327,6 +330,13 @@ func (s *Server) relister() {
 		}
 		s.log.Info("external server changed its tool list; listed again", "tools", len(tools))
 		s.setTools(tools)
+		// A server that floods list_changed is listed at most once per
+		// relistEvery; the last notification is not lost (relist stays set).
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(relistEvery):
+		}
 	}
 }
 
