@@ -209,3 +209,49 @@ func BenchmarkReloadShipped(b *testing.B) {
 		}
 	}
 }
+
+// TestReloadShadow: the shadow policy is part of the bundle: a change to it
+// changes the version, and a shadow that does not load fails the whole
+// reload (the old policy and shadow stay).
+func TestReloadShadow(t *testing.T) {
+	dir, shadowDir := t.TempDir(), t.TempDir()
+	writePolicy(t, dir, "allow")
+	writePolicy(t, shadowDir, "deny")
+	s := policy.Settings{ShadowPolicyDir: shadowDir}
+	load := func() (*policy.Engine, error) { return policy.LoadDir(dir, s) }
+	e, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(e, load, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0 := p.Version()
+	shadowOf := func() string {
+		ev := p.Evaluate(context.Background(), policy.Request{Server: "s", Tool: "t", Args: map[string]any{"a": "x"}})
+		if ev.Shadow == nil {
+			t.Fatal("no shadow decision")
+		}
+		return ev.Shadow.Rule
+	}
+	writePolicy(t, shadowDir, "escalate")
+	res, err := p.Reload(context.Background(), "test")
+	if err != nil || res.Result != ResultChanged || !res.Shadow || shadowOf() != "r-escalate" {
+		t.Fatalf("Reload after a shadow change = %+v, %v; shadow rule %s", res, err, shadowOf())
+	}
+	v1 := p.Version()
+	if v1 == v0 {
+		t.Fatal("changing the shadow policy kept the version")
+	}
+	if err := os.WriteFile(filepath.Join(shadowDir, policy.CompiledPolicyFile), []byte(`{"rules": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err = p.Reload(context.Background(), "test")
+	if err == nil || !strings.Contains(err.Error(), "shadow") || res.Result != ResultFailed {
+		t.Fatalf("Reload with a broken shadow = %+v, %v; want a failure naming the shadow policy", res, err)
+	}
+	if p.Version() != v1 || shadowOf() != "r-escalate" || decide(p).Status != policy.Allow {
+		t.Errorf("a failed shadow reload changed the policy in force")
+	}
+}
