@@ -36,7 +36,14 @@ const (
 	SkipHardLink    = "hard_link"    // refused for a hard link, which replay cannot see
 	SkipGateway     = "gateway"      // decided by the gateway outside the policy (loop breaker, budget, tool pin, a door's refusal)
 	SkipBadRecord   = "bad_record"   // the recorded decision is not allow, deny or escalate
+	SkipDoor        = "door"         // came through the git HTTP door or the GitHub relay: the record mixes request facts into the arguments
 )
+
+// doors are the values of the "door" key the git HTTP door and the GitHub
+// relay add to what they record (mcphub.DoorCall.Record). Such a record
+// holds the arguments the policy judged merged with facts about the
+// request (method, route, service, …), which cannot be told apart again.
+var doors = map[string]bool{"git-http": true, "github-relay": true}
 
 // decodeArgs returns the arguments the policy judged, or the reason they
 // cannot be had: stored values may have been cut ({"$truncated": ...}),

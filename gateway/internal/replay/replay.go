@@ -222,6 +222,10 @@ func (rp *Replayer) one(rep *Report, idx map[transitionKey]*Transition, r *Recor
 		rep.NotReplayable[why]++
 		return
 	}
+	if door, _ := args["door"].(string); doors[door] {
+		rep.NotReplayable[SkipDoor]++
+		return
+	}
 	ev := rp.eng.Evaluate(context.Background(), policy.Request{Server: r.Server, Tool: r.Tool, Args: args})
 	d := ev.Decision
 	if readsRepository(r, d) {

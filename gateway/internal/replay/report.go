@@ -18,6 +18,7 @@ var skipText = map[string]string{
 	SkipHardLink:    "refused for a hard link, which replay cannot see",
 	SkipGateway:     "decided by the gateway outside the policy (loop breaker, budget, tool pin, a door)",
 	SkipBadRecord:   "the recorded decision is not allow, deny or escalate",
+	SkipDoor:        "came through the git HTTP door or the GitHub relay (request facts mixed into the arguments)",
 }
 
 // WriteTable writes the report for a terminal: a summary, then one row per
