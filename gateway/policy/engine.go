@@ -200,6 +200,9 @@ func (c *call) evaluatePrepared() Evaluation {
 	if ev, done := c.checkGit(); done {
 		return ev
 	}
+	if ev, done := c.checkSpecialHosts(); done { // the remotes checkGit resolved
+		return ev
+	}
 	if r.Server == "filesystem" && r.Tool == "list_allowed_directories" && len(r.Args) == 0 {
 		return c.result(Decision{Status: Allow, Rule: RuleIntrospection, Reason: "Introspection tool is always allowed"})
 	}

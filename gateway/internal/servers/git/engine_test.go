@@ -2,6 +2,7 @@ package git
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,8 +22,12 @@ func newEngine(t *testing.T, g *genv, allow []string) *policy.Engine {
 		anns = append(anns, tool.Annotation)
 	}
 	rules := &policy.CompiledPolicy{Rules: []policy.CompiledRule{{Name: "allow-everything", Then: policy.Allow, Reason: "test"}}}
+	// The test's git servers listen on loopback: the engine is told so as
+	// a deployment tells it egress.unsafe_allow_addresses (else a URL
+	// naming 127.0.0.1 is structural-special-host).
 	e, err := policy.New(rules, nil, nil, policy.Settings{Sandbox: g.sandbox, Annotations: anns,
-		DomainAllowlists: map[string][]string{"git": allow}})
+		DomainAllowlists:     map[string][]string{"git": allow},
+		UnsafeAllowAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {
 		t.Fatalf("the engine refuses the server's annotations: %v", err)
 	}
