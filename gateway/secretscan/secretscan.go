@@ -73,6 +73,20 @@ type pattern struct {
 	// valid, when set, must hold for a strict match's value (placeholders such as
 	// "user:password@" in documentation are not secrets); the loose form masks them anyway.
 	valid func(value string) bool
+	// pivots[i] is rarestByte(hints[i]), loosePivots for looseHints (computed at init).
+	pivots, loosePivots []int
+}
+
+func init() {
+	for i := range patterns {
+		p := &patterns[i]
+		for _, h := range p.hints {
+			p.pivots = append(p.pivots, rarestByte(h))
+		}
+		for _, h := range p.looseHints {
+			p.loosePivots = append(p.loosePivots, rarestByte(h))
+		}
+	}
 }
 
 // patterns are tried in this order; a later match that overlaps an earlier one is dropped
@@ -248,18 +262,18 @@ func (d *Detector) Scan(text string) []Finding {
 
 // scan appends the matches of p in text (of its loose form when loose).
 func (p *pattern) scan(text string, out []Finding, loose bool) []Finding {
-	re, hints, span := p.re, p.hints, p.span
+	re, hints, pivots, span := p.re, p.hints, p.pivots, p.span
 	if loose && p.loose != nil {
 		re = p.loose
 		if p.looseHints != nil {
-			hints = p.looseHints
+			hints, pivots = p.looseHints, p.loosePivots
 		}
 		if p.looseSpan > 0 {
 			span = p.looseSpan
 		}
 	}
-	for _, hint := range hints {
-		pivot := rarestByte(hint)
+	for h, hint := range hints {
+		pivot := pivots[h]
 		for off := 0; len(out) < maxFindings; {
 			i := indexHint(text[off:], hint, pivot)
 			if i < 0 {
