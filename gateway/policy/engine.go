@@ -178,7 +178,7 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 		return c.result(sd)
 	}
 	ev := c.evaluatePrepared()
-	sd, secret = c.inspectPush(ev, sd, secret) // pushscan.go
+	sd, secret = c.inspectPush(&ev, sd, secret) // pushscan.go
 	if secret {
 		return withSecrets(ev, sd)
 	}

@@ -31,11 +31,17 @@ type PushInspection struct {
 	Objects map[string]string
 }
 
+// PushedObjectsKey is the key of the policy's arguments (Evaluation.Policy)
+// under which an inspected push lists the objects it sends, by destination
+// ref: the record says what was pushed, and an escalation's exact call
+// (what an identical retry may reuse) covers these commits and no others.
+const PushedObjectsKey = "pushed_objects"
+
 // inspectPush asks the inspector about a git tool push the rest of the
 // evaluation did not deny, and merges its findings into the secret
 // decision (sd, secret: the arguments' findings). An inspection that fails
 // denies: what was not scanned must not leave.
-func (c *call) inspectPush(ev Evaluation, sd Decision, secret bool) (Decision, bool) {
+func (c *call) inspectPush(ev *Evaluation, sd Decision, secret bool) (Decision, bool) {
 	insp := c.e.settings.Secrets.PushInspector
 	det := c.e.secrets.Detector()
 	if insp == nil || c.push == nil || c.isWirePush() || ev.Decision.Status == Deny || det == nil {
@@ -55,6 +61,16 @@ func (c *call) inspectPush(ev Evaluation, sd Decision, secret bool) (Decision, b
 			Detail: fmt.Sprintf("inspecting the push: %v", err)}, true
 	}
 	c.push.Inspected = res.Objects
+	pol := make(map[string]any, len(ev.Policy)+1)
+	for k, v := range ev.Policy {
+		pol[k] = v
+	}
+	objs := make(map[string]any, len(res.Objects))
+	for ref, oid := range res.Objects {
+		objs[ref] = oid
+	}
+	pol[PushedObjectsKey] = objs
+	ev.Policy = pol
 	d, found := c.e.secrets.Decide("", res.Hits)
 	return mergeSecrets(sd, secret, d, found)
 }

@@ -2,6 +2,7 @@ package git
 
 import (
 	"context"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,7 +28,8 @@ func secretEngine(t *testing.T, g *genv, scan policy.SecretScan) *policy.Engine 
 	scan.PushInspector = g.srv
 	rules := &policy.CompiledPolicy{Rules: []policy.CompiledRule{{Name: "allow-everything", Then: policy.Allow, Reason: "test"}}}
 	e, err := policy.New(rules, nil, nil, policy.Settings{Sandbox: g.sandbox, Annotations: anns,
-		DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: scan})
+		DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: scan,
+		UnsafeAllowAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}) // the test's git server is on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +68,9 @@ func TestPushToolSecretScan(t *testing.T) {
 	}
 	if !strings.Contains(d.Reason, "also:") {
 		t.Fatalf("the host's own escalation is not named: %q", d.Reason)
+	}
+	if objs, _ := ev.Policy[policy.PushedObjectsKey].(map[string]any); objs["refs/heads/feature"] != head {
+		t.Fatalf("the policy's arguments do not name the pushed commit: %v", ev.Policy)
 	}
 	mustOK(t, res) // approved
 	if rawGit(t, e.bare, "rev-parse", "refs/heads/feature") != head {
@@ -115,7 +120,8 @@ func TestPushToolSecretScanFailsClosed(t *testing.T) {
 	}
 	rules := &policy.CompiledPolicy{Rules: []policy.CompiledRule{{Name: "allow-everything", Then: policy.Allow, Reason: "test"}}}
 	broken, err := policy.New(rules, nil, nil, policy.Settings{Sandbox: e.genv.sandbox, Annotations: anns,
-		DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: policy.SecretScan{PushInspector: failingInspector{}}})
+		DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: policy.SecretScan{PushInspector: failingInspector{}},
+		UnsafeAllowAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {
 		t.Fatal(err)
 	}
