@@ -185,7 +185,7 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 	if v, err := muts[0].Arguments[0].Value.Value(vars); err == nil {
 		input = v
 	}
-	ctx := h.withSecrets(r.Context(), "mutation input", input)
+	ctx := h.withSecrets(r.Context(), "mutation input", input, body)
 	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.graphql, body)
 }
 

@@ -231,7 +231,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		ctx = h.withSecrets(ctx, "request body", decodeJSON(body))
+		ctx = h.withSecrets(ctx, "request body", decodeJSON(body), body)
 	}
 	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.restURL(rt.Path, r.URL.RawQuery), body)
 }

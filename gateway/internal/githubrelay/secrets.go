@@ -2,6 +2,8 @@ package githubrelay
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"sort"
 	"strconv"
@@ -32,7 +34,12 @@ const KindUnscanned secretscan.Kind = "unscanned-request"
 // (policy.WithDoorSecrets → structural-secret-egress). Reads are not
 // scanned. The texts themselves are not tool arguments (the record keeps
 // their length only), so the engine would not see them otherwise.
-func (h *Handler) withSecrets(ctx context.Context, subject string, v any) context.Context {
+func (h *Handler) withSecrets(ctx context.Context, subject string, v any, body []byte) context.Context {
+	// The body's digest binds the decision (and any escalation) to this
+	// body: a retry with the same arguments and another text is another
+	// call.
+	sum := sha256.Sum256(body)
+	ctx = policy.WithDoorContent(ctx, hex.EncodeToString(sum[:]))
 	if h.d.Secrets == nil {
 		return ctx
 	}

@@ -119,3 +119,23 @@ func TestRelaySecretInFieldName(t *testing.T) {
 		t.Fatalf("a request with too many strings: %+v", hits)
 	}
 }
+
+// Two writes with the same arguments and different bodies are different
+// exact calls: an escalation (and its reuse after a restart) covers the
+// body it was asked about only.
+func TestRelayWriteBindsBody(t *testing.T) {
+	e := newEnv(t, false)
+	e.esc.deny = true
+	for _, b := range []string{`{"body":"one ` + sampleAWSKey + `"}`, `{"body":"two ` + sampleAWSKey + `"}`} {
+		if code, body, _ := e.do(t, "POST", "/github/repos/acme/app/issues/1/comments", b, map[string]string{"Content-Type": "application/json"}); code != 403 {
+			t.Fatalf("status %d: %s", code, body)
+		}
+	}
+	if len(e.esc.reqs) != 2 || string(e.esc.reqs[0].Exact) == string(e.esc.reqs[1].Exact) || len(e.esc.reqs[0].Exact) == 0 {
+		t.Fatalf("exact calls %q / %q: want two different ones", e.esc.reqs[0].Exact, e.esc.reqs[1].Exact)
+	}
+	d := e.sink.decisions()[0]
+	if !strings.Contains(string(d.Args), policy.DoorContentKey) {
+		t.Fatalf("the record does not name the body's digest: %s", d.Args)
+	}
+}
