@@ -85,6 +85,27 @@ func TestToolCallBudget(t *testing.T) {
 	}
 }
 
+// TestToolCallBudgetOnDoors: a call through another door (git HTTP, the
+// GitHub relay: Hub.Door) is counted and refused the same way.
+func TestToolCallBudgetOnDoors(t *testing.T) {
+	auth := &chargingAuth{used: map[string]int64{}, limit: 1}
+	h, _, sink, _ := budgetHub(t, auth)
+	limited := session.Session{ID: "sess_a", Budget: &session.Budget{MaxToolCalls: 1}}
+	runs := 0
+	door := DoorCall{Session: limited, Tool: "files__read", Args: map[string]any{"path": "a"},
+		Run: func(context.Context) (servers.Result, error) { runs++; return servers.Text("ok"), nil }}
+	if r := h.Door(context.Background(), door); !r.Ran || r.Result.IsError {
+		t.Fatalf("first door call: %+v", r)
+	}
+	r := h.Door(context.Background(), door)
+	if r.Ran || !r.Result.IsError || r.Decision.Rule != RuleSessionBudget || runs != 1 {
+		t.Fatalf("second door call: %+v (runs %d)", r, runs)
+	}
+	if d := sink.decisions(); d[len(d)-1].Rule != RuleSessionBudget {
+		t.Fatalf("recorded %+v", d[len(d)-1])
+	}
+}
+
 // TestToolCallBudgetFailsClosed: a budget that cannot be checked refuses
 // the call (store down; nothing that counts calls).
 func TestToolCallBudgetFailsClosed(t *testing.T) {

@@ -75,6 +75,9 @@ func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 	if res, stop := c.loopGate(ctx, withRecord(d.Args, d.Record), d.Notify); stop { // loop.go
 		return DoorResult{CallID: c.id, Decision: policy.Decision{Status: policy.Deny, Rule: RuleLoopBreaker, Reason: firstText(res, 500)}, Result: res}
 	}
+	if res, refused := c.chargeBudget(ctx, withRecord(d.Args, d.Record)); refused { // budget.go
+		return DoorResult{CallID: c.id, Decision: policy.Decision{Status: policy.Deny, Rule: RuleSessionBudget, Reason: firstText(res, 500)}, Result: res}
+	}
 	var ev policy.Evaluation
 	switch {
 	case d.Refused != nil:
