@@ -99,8 +99,6 @@ func TestInvariantsCatchPermissiveRules(t *testing.T) {
 			fails: "invariant: filesystem/read_file path of the user's SSH private key is not allowed"},
 		{name: "allow every move", rules: []policy.CompiledRule{allowRule("m", "filesystem", policy.RuleCondition{Tool: []string{"move_file"}})},
 			fails: "invariant: filesystem/move_file source (delete-path) outside the sandbox is not allowed"},
-		{name: "allow every fetch", rules: []policy.CompiledRule{allowRule("f", "fetch", policy.RuleCondition{Tool: []string{"http_fetch"}})},
-			fails: "invariant: fetch/http_fetch url of the cloud metadata endpoint is not allowed"},
 		{name: "allow every branch operation", rules: []policy.CompiledRule{allowRule("b", "git", policy.RuleCondition{Tool: []string{"branch"}})},
 			fails: "invariant: git/branch path (write-history) outside the sandbox is not allowed"},
 	}
@@ -117,6 +115,25 @@ func TestInvariantsCatchPermissiveRules(t *testing.T) {
 			t.Fatalf("no invariant %q", tt.fails)
 		})
 	}
+}
+
+// TestMetadataInvariantIsStructural: a rule allowing every fetch cannot
+// open the cloud metadata endpoint: the engine denies a URL naming a
+// special-purpose address itself (structural-special-host), whatever the
+// rules say.
+func TestMetadataInvariantIsStructural(t *testing.T) {
+	ann := testenv.Annotations(t)
+	list := scenarios.Invariants(toolset.NewTools(ann), testenv.Settings())
+	const name = "invariant: fetch/http_fetch url of the cloud metadata endpoint is not allowed"
+	for _, r := range run(t, ann, []policy.CompiledRule{allowRule("f", "fetch", policy.RuleCondition{Tool: []string{"http_fetch"}})}, list) {
+		if r.Scenario.Description == name {
+			if !r.Pass || r.Decision.Status != policy.Deny || r.Decision.Rule != policy.RuleSpecialHost {
+				t.Errorf("%q: pass %v, %s by %s, want a pass by a deny of %s", name, r.Pass, r.Decision.Status, r.Decision.Rule, policy.RuleSpecialHost)
+			}
+			return
+		}
+	}
+	t.Fatalf("no invariant %q", name)
 }
 
 // TestForcePushInvariantsHoldForTheRightReason: in the scratch repository
