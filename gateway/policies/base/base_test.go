@@ -272,6 +272,7 @@ func TestScenarios(t *testing.T) {
 		{name: "view an issue", tool: "github__issue_view", args: pr(map[string]any{"number": 7.0}), want: allow, rule: "allow-github-reads"},
 		{name: "open a pull request escalates", tool: "github__pr_create", args: pr(map[string]any{"title": "t", "head": "feature", "base": "main"}), want: escalate, rule: "escalate-github-publish"},
 		{name: "comment on a pull request escalates", tool: "github__pr_comment", args: pr(map[string]any{"number": 1.0, "body": "b"}), want: escalate, rule: "escalate-github-publish"},
+		{name: "a token in a comment escalates as a secret", tool: "github__pr_comment", args: pr(map[string]any{"number": 1.0, "body": "use ghp_" + strings.Repeat("x1Y2z3", 6)}), want: escalate, rule: policy.RuleSecretEgress},
 		{name: "comment on an issue escalates", tool: "github__issue_comment", args: pr(map[string]any{"number": 7.0, "body": "b"}), want: escalate, rule: "escalate-github-publish"},
 		{name: "edit a pull request escalates", tool: "github__pr_edit", args: pr(map[string]any{"number": 1.0, "title": "t"}), want: escalate, rule: "escalate-github-publish"},
 		{name: "close the gateway's pull request", tool: "github__pr_close", args: pr(map[string]any{"number": 1.0}), want: allow, rule: "allow-github-close-own-pr"},
@@ -282,7 +283,9 @@ func TestScenarios(t *testing.T) {
 		{name: "fetch from the allowlist", tool: "fetch__http_fetch", args: map[string]any{"url": "https://docs.example.com/guide"}, want: allow, rule: "allow-fetch-allowlisted"},
 		{name: "fetch from an allowlisted subdomain", tool: "fetch__http_fetch", args: map[string]any{"url": "https://pkg.go.golang.org/x"}, want: allow},
 		{name: "fetch from another site escalates", tool: "fetch__http_fetch", args: map[string]any{"url": "https://evil.example.org/"}, want: escalate, rule: policy.RuleDomainEscalate},
-		{name: "fetch of the metadata address escalates (the egress guard refuses it anyway)", tool: "fetch__http_fetch", args: map[string]any{"url": "http://169.254.169.254/latest/meta-data/"}, want: escalate},
+		{name: "fetch of the metadata address is denied structurally (no human is asked for what cannot run)", tool: "fetch__http_fetch", args: map[string]any{"url": "http://169.254.169.254/latest/meta-data/"}, want: deny, rule: policy.RuleSpecialHost},
+		{name: "fetch of localhost is denied structurally", tool: "fetch__http_fetch", args: map[string]any{"url": "http://localhost:8081/v1/escalations"}, want: deny, rule: policy.RuleSpecialHost},
+		{name: "fetch of an allowlisted site with a key in the query escalates", tool: "fetch__http_fetch", args: map[string]any{"url": "https://pkg.go.dev/search?q=" + "AKIA" + "IOSFODNN7EXAMPLE"}, want: escalate, rule: policy.RuleSecretEgress},
 		{name: "fetch with userinfo is denied", tool: "fetch__http_fetch", args: map[string]any{"url": "https://docs.example.com@evil.example.org/"}, want: deny, rule: policy.RuleInvalidArgument},
 
 		// Everything else (principle 20)
