@@ -179,7 +179,7 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 	}
 	ev := c.evaluatePrepared()
 	sd, secret = c.inspectPush(&ev, sd, secret) // pushscan.go
-	c.bindDoorContent(&ev) // doorsecrets.go
+	c.bindDoorContent(&ev)                      // doorsecrets.go
 	if secret {
 		return withSecrets(ev, sd)
 	}
