@@ -252,17 +252,95 @@ func (c *Client) CreateSession(ctx context.Context, r CreateSessionRequest) (Cre
 }
 
 // ListSessions lists sessions (minted and static), the most recently active
-// first, at most limit (0: the server's default, 100; at most 1000).
+// first, at most limit (0: one page of the server's default size, 100).
 func (c *Client) ListSessions(ctx context.Context, limit int) ([]SessionSummary, error) {
-	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	var out []SessionSummary
+	err := c.EachSession(ctx, SessionFilter{Limit: limit}, func(s *SessionSummary) error {
+		out = append(out, *s)
+		return nil
+	})
+	return out, err
+}
+
+// EachSession calls fn with each session of the listing as it is decoded,
+// following the server's next tokens until f.Limit rows (0: one page).
+func (c *Client) EachSession(ctx context.Context, f SessionFilter, fn func(*SessionSummary) error) error {
+	total, cursor := 0, f.Cursor.String()
+	for {
+		q := url.Values{}
+		if f.Status != "" {
+			q.Set("status", f.Status)
+		}
+		if f.Limit > 0 {
+			q.Set("limit", strconv.Itoa(min(f.Limit-total, MaxSessionLimit)))
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		n, next, err := c.sessionPage(ctx, q, fn)
+		total += n
+		if err != nil || next == "" || f.Limit <= 0 || total >= f.Limit || n == 0 {
+			return err
+		}
+		cursor = next
 	}
-	var out struct {
-		Sessions []SessionSummary `json:"sessions"`
+}
+
+func (c *Client) sessionPage(ctx context.Context, q url.Values, fn func(*SessionSummary) error) (int, string, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/sessions", q, nil)
+	if err != nil {
+		return 0, "", err
 	}
-	err := c.do(ctx, http.MethodGet, "/v1/sessions", q, nil, &out)
-	return out.Sessions, err
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	bad := func(err error) error { return fmt.Errorf("decoding ops API answer: %w", err) }
+	if err := expectDelim(dec, '{'); err != nil {
+		return 0, "", bad(err)
+	}
+	var (
+		n      int
+		next   string
+		failed *ErrorDetail
+	)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return n, "", bad(err)
+		}
+		switch tok {
+		case "sessions":
+			if err := expectDelim(dec, '['); err != nil {
+				return n, "", bad(err)
+			}
+			for dec.More() {
+				var s SessionSummary
+				if err := dec.Decode(&s); err != nil {
+					return n, "", bad(err)
+				}
+				n++
+				if err := fn(&s); err != nil {
+					return n, "", err
+				}
+			}
+			if err := expectDelim(dec, ']'); err != nil {
+				return n, "", bad(err)
+			}
+		case "next":
+			err = dec.Decode(&next)
+		case "error":
+			err = dec.Decode(&failed)
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return n, "", bad(err)
+		}
+	}
+	if failed != nil {
+		return n, "", &APIError{Status: resp.StatusCode, Code: failed.Code, Message: failed.Message}
+	}
+	return n, next, nil
 }
 
 // GetSession shows one session with its usage.

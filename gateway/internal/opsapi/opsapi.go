@@ -265,6 +265,19 @@ func (a *api) sessions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: "+err.Error())
 		return
 	}
+	if lister, ok := a.deps.Data.(SessionLister); ok { // sessions_list.go
+		f := SessionFilter{Status: r.URL.Query().Get("status"), Limit: limit}
+		if f.Cursor, err = audit.ParseCursor(r.URL.Query().Get("cursor")); err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "cursor: "+err.Error())
+			return
+		}
+		if err := f.Validate(); err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "status: want static, active, expired, revoked or all")
+			return
+		}
+		a.streamSessions(w, r, lister, f)
+		return
+	}
 	list, err := a.deps.Data.Sessions(r.Context(), limit)
 	if err != nil {
 		a.fail(w, err)

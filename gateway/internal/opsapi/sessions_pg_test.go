@@ -108,6 +108,65 @@ func TestSessionsOnPostgres(t *testing.T) {
 	if _, err := store.Authenticate(ctx, created.Token); !errors.Is(err, minted.ErrRevoked) {
 		t.Fatalf("after revoke: %v", err)
 	}
+	// Listing filters by status on the server and pages with next tokens.
+	second, err := client.CreateSession(ctx, CreateSessionRequest{Name: "run-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for status, want := range map[string][]string{"active": {second.Session.SessionID}, "revoked": {id}, StatusStatic: {"agent"}, "expired": nil} {
+		var ids []string
+		if err := client.EachSession(ctx, SessionFilter{Status: status, Limit: 10}, func(s *SessionSummary) error {
+			ids = append(ids, s.SessionID)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(ids, ",") != strings.Join(want, ",") {
+			t.Errorf("status %s: %v, want %v", status, ids, want)
+		}
+	}
+	var paged []string
+	if err := (PGData{Pool: db.Pool}).SessionsEach(ctx, SessionFilter{Limit: 1}, func(s *SessionSummary) error {
+		paged = append(paged, s.SessionID)
+		return nil
+	}); err != nil || len(paged) != 1 {
+		t.Fatalf("first page: %v %v", paged, err)
+	}
+	var all []string
+	if err := client.EachSession(ctx, SessionFilter{Limit: 50}, func(s *SessionSummary) error {
+		all = append(all, s.SessionID)
+		return nil
+	}); err != nil || len(all) != 3 {
+		t.Fatalf("all sessions: %v %v", all, err)
+	}
+	// One row per request: the client follows three next tokens, in order, without repeats.
+	var one []string
+	cur := audit.Cursor{}
+	for range 4 {
+		n := 0
+		if err := (PGData{Pool: db.Pool}).SessionsEach(ctx, SessionFilter{Limit: 1, Cursor: cur}, func(s *SessionSummary) error {
+			one = append(one, s.SessionID)
+			cur = s.cursor()
+			n++
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if strings.Join(one, ",") != strings.Join(all, ",") {
+		t.Fatalf("paged one by one %v, want %v", one, all)
+	}
+	if _, err := client.ListSessions(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	var badStatus *APIError
+	if err := client.EachSession(ctx, SessionFilter{Status: "pending"}, func(*SessionSummary) error { return nil }); !errors.As(err, &badStatus) || badStatus.Status != 400 {
+		t.Fatalf("bad status filter: %v", err)
+	}
+
 	var apiErr *APIError
 	if _, err := client.RevokeSession(ctx, "agent", ""); !errors.As(err, &apiErr) || apiErr.Status != 409 {
 		t.Fatalf("revoking a static session: %v", err)

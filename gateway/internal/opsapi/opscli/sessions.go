@@ -143,18 +143,12 @@ func sessions(ctx context.Context, args []string, e Env) error {
 		_, err = fmt.Fprintf(e.Stdout, "\nagent token (shown once; it is not stored):\n%s\n", out.Token)
 		return err
 	case "list":
-		list, err := client.ListSessions(ctx, *limit)
-		if err != nil {
+		var list []opsapi.SessionSummary
+		if err := client.EachSession(ctx, opsapi.SessionFilter{Status: *status, Limit: *limit}, func(s *opsapi.SessionSummary) error {
+			list = append(list, *s)
+			return nil
+		}); err != nil {
 			return err
-		}
-		if *status != "all" {
-			kept := list[:0]
-			for _, s := range list {
-				if s.Status == *status {
-					kept = append(kept, s)
-				}
-			}
-			list = kept
 		}
 		if *asJSON {
 			if list == nil {

@@ -41,7 +41,13 @@ func fakeSessionsAPI(t *testing.T) (*httptest.Server, *[]string) {
 			w.WriteHeader(http.StatusCreated)
 			_ = json.NewEncoder(w).Encode(opsapi.CreatedSession{Session: sum, Token: mintedToken})
 		case r.Method == "GET" && r.URL.Path == "/v1/sessions":
-			_ = json.NewEncoder(w).Encode(map[string]any{"sessions": []opsapi.SessionSummary{sum, {SessionID: "agent", Status: "static"}}})
+			var list []opsapi.SessionSummary
+			for _, s := range []opsapi.SessionSummary{sum, {SessionID: "agent", Status: "static"}} {
+				if st := r.URL.Query().Get("status"); st == "" || st == "all" || st == s.Status {
+					list = append(list, s)
+				}
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"sessions": list})
 		case r.Method == "GET":
 			_ = json.NewEncoder(w).Encode(sum)
 		case r.Method == "DELETE":
@@ -90,6 +96,9 @@ func TestSessionsCLI(t *testing.T) {
 	code, out, _ = run(t, Sessions, env, "revoke", "sess_abcdefghijklmnopqrstuvwxyz", "--reason", "done")
 	if code != 0 || !strings.Contains(out, "revoked") || !strings.Contains(out, "cancelled escalations: 1 e-7") {
 		t.Fatalf("revoke: %d\n%s", code, out)
+	}
+	if !strings.Contains(strings.Join(*got, "\n"), "GET /v1/sessions limit=100&status=active") {
+		t.Errorf("list --status active did not ask the server to filter: %v", *got)
 	}
 	if last := (*got)[len(*got)-1]; !strings.HasPrefix(last, "DELETE /v1/sessions/sess_abcdefghijklmnopqrstuvwxyz") || !strings.Contains(last, `"reason":"done"`) {
 		t.Fatalf("revoke sent %s", last)
