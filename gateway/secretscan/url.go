@@ -74,8 +74,12 @@ func (d *Detector) ScanURL(raw string) []Hit {
 		}
 		sort.Strings(names)
 		for _, k := range names {
+			nameHits := d.scanPart("query parameter name", k)
+			hits = append(hits, nameHits...)
 			where := "query parameter " + quoteName(k)
-			hits = append(hits, d.scanPart("query parameter name", k)...)
+			if len(nameHits) > 0 || len(d.Scan(k)) > 0 {
+				where = "query parameter (whose name holds a secret)" // never spell it out
+			}
 			for _, v := range q[k] {
 				hits = append(hits, d.scanPart(where, v)...)
 				hits = append(hits, d.scanDecoded(where, v)...)

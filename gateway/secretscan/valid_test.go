@@ -1,6 +1,9 @@
 package secretscan
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Documentation URLs with placeholder passwords are not findings for
 // decisions; the redaction (loose) still masks them.
@@ -32,4 +35,19 @@ func mustLoose(t *testing.T) *Detector {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// A query parameter whose name is a secret is never spelled out in the
+// location of another finding.
+func TestQueryNameSecretNotSpelledOut(t *testing.T) {
+	key := "AKIA" + "IOSFODNN7EXAMPLE"
+	hits := MustDefault().ScanURL("https://example.com/?" + key + "=" + "ghp_" + "aB3dE5fG7haB3dE5fG7haB3dE5fG7h123456")
+	if len(hits) != 2 {
+		t.Fatalf("hits = %+v", hits)
+	}
+	for _, h := range hits {
+		if strings.Contains(h.Where, key) || strings.Contains(h.String(), "IOSFODNN") {
+			t.Errorf("hit %q spells out the name", h)
+		}
+	}
 }
