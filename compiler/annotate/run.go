@@ -72,6 +72,7 @@ func Run(ctx context.Context, r *s.Runner, servers []gatewayconfig.Server, exist
 			if err != nil {
 				return err
 			}
+			keepPins(prev, anns)
 			mu.Lock()
 			out.Servers[srv.Name] = &policy.ServerAnnotations{InputHash: hash, Tools: anns}
 			notes = append(notes, Note{Server: srv.Name, Tools: len(anns), Status: "annotated"})
@@ -100,4 +101,28 @@ func allUnchanged(notes []Note) bool {
 		}
 	}
 	return true
+}
+
+// keepPins carries the pins of prev's tools over to their new annotations.
+// The compiler never creates a pin (`ironcurtain tools pin` does, after an
+// operator reviewed the definition); the gateway compares every pin with
+// the tool as it lists it, so a kept pin of a tool that did not change stays
+// valid, and one of a tool that changed hides that tool until it is pinned
+// again.
+func keepPins(prev *policy.ServerAnnotations, anns []policy.ToolAnnotation) {
+	if prev == nil {
+		return
+	}
+	pins := map[string]*policy.ToolPin{}
+	for _, t := range prev.Tools {
+		if t.Pin != nil {
+			pins[t.Tool] = t.Pin
+		}
+	}
+	for i := range anns {
+		if p := pins[anns[i].Tool]; p != nil {
+			cp := *p
+			anns[i].Pin = &cp
+		}
+	}
 }
