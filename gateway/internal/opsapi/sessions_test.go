@@ -211,3 +211,47 @@ func TestSessionsWithoutStore(t *testing.T) {
 		t.Errorf("DELETE without a store: %d", rec.Code)
 	}
 }
+
+// TestSessionJSONInert: operator-given strings that look like markup come
+// back JSON-escaped (no raw "<" in the body), never as HTML.
+func TestSessionJSONInert(t *testing.T) {
+	h, _ := newSessionsAPI(t)
+	rec := do(h, http.MethodPost, "/v1/sessions", "Bearer "+opToken, `{"name":"r","labels":{"note":"<script>alert(1)</script>\"><img src=x onerror=alert(1)>"}}`)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if strings.ContainsAny(rec.Body.String(), "<>") || rec.Header().Get("Content-Type") != "application/json" || rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("body %s, headers %v", rec.Body, rec.Header())
+	}
+	var out CreatedSession
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Session.Minted.Labels["note"] != `<script>alert(1)</script>"><img src=x onerror=alert(1)>` {
+		t.Fatalf("labels %v, %v", out.Session.Minted, err)
+	}
+}
+
+// FuzzCreateSessionBody: whatever the body, the answer is a 201 (a spec
+// the validation accepted was minted) or a 400 (nothing was): never a 5xx.
+func FuzzCreateSessionBody(f *testing.F) {
+	f.Add(`{"name":"run-1","ttl":"2h","budget":{"max_tokens":1,"max_cost_usd":0.5,"max_tool_calls":3},"labels":{"a":"b"}}`)
+	f.Add(`{"name":"<x>","ttl":"-1h","budget":{"max_cost_usd":-1e309}}`)
+	f.Add(`{"name":"r","expires_at":"1970-01-01T00:00:00Z"}`)
+	f.Add(`{"name":"r","labels":{"k":"\u202e"}}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		h, fs := newSessionsAPI(t)
+		rec := do(h, http.MethodPost, "/v1/sessions", "Bearer "+opToken, body)
+		switch rec.Code {
+		case http.StatusCreated:
+			// The fake store mints only what minted.Spec.Validate accepts.
+			if len(fs.minted) != 1 {
+				t.Fatalf("201 without a mint")
+			}
+		case http.StatusBadRequest:
+			if len(fs.minted) != 0 {
+				t.Fatalf("400 after a mint")
+			}
+		default:
+			t.Fatalf("status %d for %q: %s", rec.Code, body, rec.Body)
+		}
+	})
+}
