@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 )
 
 // versionDomain separates the policy version hash from any other use of
@@ -56,6 +57,9 @@ func contentVersion(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settin
 	// ShadowPolicyDir names where the shadow came from; the shadow's content
 	// enters through its own version (Engine.Version).
 	s.ShadowPolicyDir = ""
+	// Protected paths are a set: the order in which the configuration and
+	// the loader add them (and repeats) decide nothing.
+	s.ProtectedPaths = slices.Compact(slices.Sorted(slices.Values(s.ProtectedPaths)))
 	put("settings", s)
 	return hex.EncodeToString(h.Sum(nil))[:VersionLen]
 }

@@ -140,3 +140,28 @@ func TestLoadDirRecorded(t *testing.T) {
 		t.Errorf("the recorded engine has version %s, the live one %s: same artifacts and settings", rec.Version(), live.Version())
 	}
 }
+
+// TestVersionProtectedPathsAreASet: the order and repeats of protected
+// paths do not change the version (the gateway and `policy replay` add
+// the same paths in different orders).
+func TestVersionProtectedPathsAreASet(t *testing.T) {
+	dir := writeDir(t, okPolicy, okAnn, okLists)
+	a, err := LoadDir(dir, Settings{ProtectedPaths: []string{"/etc/a", "/etc/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadDir(dir, Settings{ProtectedPaths: []string{"/etc/b", dir, "/etc/a", "/etc/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Version() != b.Version() {
+		t.Errorf("versions %s and %s for the same set of protected paths", a.Version(), b.Version())
+	}
+	c, err := LoadDir(dir, Settings{ProtectedPaths: []string{"/etc/a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Version() == a.Version() {
+		t.Error("removing a protected path kept the version")
+	}
+}

@@ -70,7 +70,7 @@ func runReplay(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "ironcurtain policy replay: %v\n", err)
 		return exitUsage
 	}
-	eng, err := loadCandidate(expandHome(f.candidate, env), expandHome(f.configPath, env), env)
+	eng, err := loadCandidate(expandHome(f.candidate, env), expandHome(f.configPath, env))
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "ironcurtain policy replay: %v\n", err)
 		return exitReplayError
@@ -134,13 +134,13 @@ func (f *replayFlags) validate(nargs int, now time.Time) (replay.Filter, error) 
 // protected (a call the gateway refused for touching its policy must not
 // turn into an allowed one because the candidate lives elsewhere), and no
 // shadow policy. The engine sees no file system (policy.LoadDirRecorded).
-func loadCandidate(dir, configPath string, env Env) (*policy.Engine, error) {
+func loadCandidate(dir, configPath string) (*policy.Engine, error) {
 	cfg, err := config.Load(configPath)
 	if err != nil {
 		return nil, err
 	}
+	// Home stays unset, as in the gateway: ~ expands from $HOME.
 	s := ReplaySettings(cfg)
-	s.Home = env.Getenv("HOME")
 	eng, err := policy.LoadDirRecorded(dir, s)
 	if err != nil {
 		return nil, fmt.Errorf("loading the candidate: %w", err)
