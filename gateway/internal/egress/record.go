@@ -60,6 +60,8 @@ type reqState struct {
 	release func()
 	// finishers run when the request ends (the handler goroutine only).
 	finishers []func()
+	// scanDigest is the SHA-256 of what the secret scan read (secrets.go).
+	scanDigest string
 
 	mu       sync.Mutex
 	decision string

@@ -3,6 +3,8 @@ package egress
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,9 +95,17 @@ func hostHits(det *secretscan.Detector, h netpolicy.Host, listed bool) []secrets
 func (p *Proxy) scanRequest(r *http.Request, st *reqState, u netpolicy.URL) inspector {
 	maxBody := p.cfg.MaxScanBodyBytes
 	return func(det *secretscan.Detector, listed bool) ([]secretscan.Hit, error) {
+		// The digest of what was scanned names this request in an
+		// escalation: an "approve similar" of the exact arguments then
+		// covers this content only.
+		sum := sha256.New()
+		sum.Write([]byte(r.Method + " " + r.RequestURI + "\n"))
+		defer func() { st.scanDigest = hex.EncodeToString(sum.Sum(nil)) }()
 		hits := hostHits(det, u.Host, listed)
 		hits = append(hits, withoutHost(det.ScanURL(r.RequestURI))...)
-		hits = append(hits, scanHeaders(det, r.Header)...)
+		hh, block := scanHeaders(det, r.Header)
+		hits = append(hits, hh...)
+		sum.Write([]byte(block))
 		if r.Body == nil || r.Body == http.NoBody {
 			return hits, nil
 		}
@@ -107,7 +117,7 @@ func (p *Proxy) scanRequest(r *http.Request, st *reqState, u netpolicy.URL) insp
 			return nil, fmt.Errorf("waiting to buffer the request body: %w", err)
 		}
 		st.onFinish(func() { p.bodies.Release(weight) })
-		bh, err := scanBody(det, r, maxBody)
+		bh, err := scanBody(det, r, maxBody, sum)
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +141,7 @@ func withoutHost(hits []secretscan.Hit) []secretscan.Hit {
 // scanHeaders scans every header (name and values; a value split across
 // headers is not reassembled). The header block is scanned as one text, one
 // line per value, and each finding is located by its line.
-func scanHeaders(det *secretscan.Detector, hdr http.Header) []secretscan.Hit {
+func scanHeaders(det *secretscan.Detector, hdr http.Header) ([]secretscan.Hit, string) {
 	names := make([]string, 0, len(hdr))
 	for k := range hdr {
 		switch k {
@@ -166,7 +176,7 @@ func scanHeaders(det *secretscan.Detector, hdr http.Header) []secretscan.Hit {
 		}
 		hits = append(hits, secretscan.Hit{Kind: f.Kind, Where: where, Excerpt: secretscan.Mask(block, f)})
 	}
-	return hits
+	return hits, block
 }
 
 // headerName shows a header name safely (bounded, printable).
@@ -185,7 +195,7 @@ func headerName(k string) string {
 
 // scanBody reads up to maxBody bytes of the body, scans them, and puts them
 // back in front of the rest. A longer body gives a KindUnscannedBody hit.
-func scanBody(det *secretscan.Detector, r *http.Request, maxBody int64) ([]secretscan.Hit, error) {
+func scanBody(det *secretscan.Detector, r *http.Request, maxBody int64, sum io.Writer) ([]secretscan.Hit, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
@@ -194,6 +204,7 @@ func scanBody(det *secretscan.Detector, r *http.Request, maxBody int64) ([]secre
 		return nil, fmt.Errorf("reading the request body: %w", err)
 	}
 	r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), r.Body), Closer: r.Body}
+	_, _ = sum.Write(buf)
 	var hits []secretscan.Hit
 	if int64(len(buf)) > maxBody {
 		buf = buf[:maxBody]
@@ -227,7 +238,13 @@ func (p *Proxy) decideSecrets(ctx context.Context, st *reqState, sc *policy.Secr
 	for _, f := range d.Secrets {
 		findings = append(findings, map[string]string{"kind": string(f.Kind), "where": f.Where})
 	}
-	args, _ := json.Marshal(map[string]any{"host": h.String(), "port": port, "kind": st.kind, "method": st.method, "secrets": findings})
+	digest := st.scanDigest
+	if digest == "" {
+		sum := sha256.Sum256([]byte(st.kind + " " + h.HostPort(port)))
+		digest = hex.EncodeToString(sum[:])
+	}
+	args, _ := json.Marshal(map[string]any{"host": h.String(), "port": port, "kind": st.kind, "method": st.method, "secrets": findings,
+		"request_sha256": digest})
 	res, err := p.escalator.Escalate(ctx, escalation.Request{
 		CallID:    st.id,
 		SessionID: st.session,
@@ -235,7 +252,8 @@ func (p *Proxy) decideSecrets(ctx context.Context, st *reqState, sc *policy.Secr
 		Args:      args,
 		Rule:      policy.RuleSecretEgress,
 		Reason:    d.OperatorReason() + " (egress to " + h.HostPort(port) + ")",
-		Resource:  h.String(),
+		// No resource: an "approve similar" of the host (a domain scope)
+		// must never cover a request that carries a secret.
 	})
 	if err != nil {
 		st.fail(err)

@@ -159,7 +159,7 @@ func TestProxySecretsPlainHTTP(t *testing.T) {
 			}
 			if tt.wantEsc > 0 {
 				er := tt.esc.requests[0]
-				if er.Rule != policy.RuleSecretEgress || er.Kind != "egress" || er.SessionID != "s1" {
+				if er.Rule != policy.RuleSecretEgress || er.Kind != "egress" || er.SessionID != "s1" || er.Resource != "" || !strings.Contains(string(er.Args), `"request_sha256"`) {
 					t.Fatalf("escalation %+v", er)
 				}
 				if tt.wantExcerpt != "" && !strings.Contains(er.Reason, tt.wantExcerpt) {
