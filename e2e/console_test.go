@@ -165,7 +165,8 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("wrong token: %q", body)
 	}
 	do("sign in",
-		chromedp.SetValue(chromedp.ID("token"), ""),
+		chromedp.Navigate(base+"/ui/signin"),
+		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), s.Secrets.OperatorToken),
 		chromedp.Submit(chromedp.ID("token")),
 		chromedp.WaitVisible(chromedp.ID("pending")),
