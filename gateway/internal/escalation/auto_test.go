@@ -148,3 +148,24 @@ func TestAutoApproverNotConsulted(t *testing.T) {
 	}
 	<-done
 }
+
+// TestAutoDeciderNeedsApprovingVerdict: Postgres refuses a decision that
+// names the auto-approver (decided_by auto:...) on an escalation it did not
+// approve — an operator named "auto:x" cannot pass for it either.
+func TestAutoDeciderNeedsApprovingVerdict(t *testing.T) {
+	db := pgtest.New(t, pgtest.Migrated())
+	p := newTestPG(t, db, Config{})
+	ctx := testCtx(t)
+	p.SetReviewer(&fakeReviewer{v: Verdict{Outcome: OutcomeHuman, Model: "m", Reasoning: "unsure"}})
+	id, done := escalateAsync(t, p, ctx, ruleReq("call-c"))
+	if _, err := p.Decide(ctx, id, Decision{Approve: true, By: "auto:m"}); err == nil {
+		t.Fatal("a decision by auto:m was stored on an escalation the model left to a human")
+	}
+	if e, err := p.Get(ctx, id); err != nil || e.Status != StatusPending {
+		t.Fatalf("escalation %+v, %v: want still pending", e, err)
+	}
+	if _, err := p.Decide(ctx, id, Decision{Approve: false, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+}
