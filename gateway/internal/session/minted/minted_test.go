@@ -201,3 +201,32 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+// TestLookupIsByDigest is the timing argument for minted tokens: the
+// database compares digests, never tokens, so an attacker's guess that
+// shares a long prefix with a real token shares no more of the compared
+// bytes than any random guess (the B-tree comparison's time cannot leak the
+// token byte by byte); the row found is then compared again in constant
+// time (Authenticate, subtle.ConstantTimeCompare).
+func TestLookupIsByDigest(t *testing.T) {
+	_, tok, err := newCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := Digest(string(tok))
+	longest := 0
+	for i := range 2000 {
+		guess := []byte(tok)
+		guess[len(guess)-1-i%8] ^= byte(1 + i/8%63) // one character off, near the end
+		d := Digest(string(guess))
+		n := 0
+		for n < len(d) && d[n] == real[n] {
+			n++
+		}
+		longest = max(longest, n)
+	}
+	// 2000 random digests share at most a few leading bytes by chance.
+	if longest > 3 {
+		t.Fatalf("a near-miss token's digest shares %d leading bytes with the real one", longest)
+	}
+}
