@@ -213,14 +213,14 @@ func TestLookupIsByDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	real := Digest(string(tok))
+	want := Digest(string(tok))
 	longest := 0
 	for i := range 2000 {
 		guess := []byte(tok)
 		guess[len(guess)-1-i%8] ^= byte(1 + i/8%63) // one character off, near the end
 		d := Digest(string(guess))
 		n := 0
-		for n < len(d) && d[n] == real[n] {
+		for n < len(d) && d[n] == want[n] {
 			n++
 		}
 		longest = max(longest, n)
