@@ -19,6 +19,8 @@ type SessionStore interface {
 	Revoke(ctx context.Context, id, by, reason string) (minted.Session, []string, error)
 }
 
+var _ SessionStore = (*minted.Store)(nil)
+
 // CreateSessionRequest is the body of POST /v1/sessions. Give TTL (a Go
 // duration such as "2h") or ExpiresAt, not both; neither: minted.DefaultTTL.
 type CreateSessionRequest struct {

@@ -25,7 +25,10 @@ type Store struct {
 	now  func() time.Time
 }
 
-var _ session.Authenticator = (*Store)(nil)
+var (
+	_ session.Authenticator   = (*Store)(nil)
+	_ session.ToolCallCharger = (*Store)(nil)
+)
 
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, now: time.Now} }
