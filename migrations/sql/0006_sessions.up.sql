@@ -22,6 +22,8 @@ CREATE TABLE agent_sessions (
     CHECK ((revoked_at IS NULL) = (revoked_by = ''))
 );
 CREATE INDEX agent_sessions_created_idx ON agent_sessions (created_at DESC);
+COMMENT ON INDEX agent_sessions_created_idx IS 'Newest minted sessions first.';
+COMMENT ON INDEX agent_sessions_token_digest_key IS 'Authentication looks a token up by its digest (every request with a minted token, on every door).';
 COMMENT ON TABLE agent_sessions IS 'Per-run agent sessions minted by an operator: a token (stored as its SHA-256 digest only), an expiry, an optional budget and labels. A revoked or expired session is refused on every door (MCP, model relay, egress proxy, git HTTP, GitHub relay).';
 COMMENT ON COLUMN agent_sessions.id IS 'Session id used in every audit row: sess_ and 26 base32 characters (static sessions from token files never use the prefix).';
 COMMENT ON COLUMN agent_sessions.name IS 'Operator-given name of the run (not unique): letters, digits, dot, underscore, hyphen; 1-64 characters.';
