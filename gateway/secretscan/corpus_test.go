@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -80,3 +81,64 @@ func TestCorpusFalsePositives(t *testing.T) {
 }
 
 func fmtSscan(s string, f *float64) (int, error) { return fmt.Sscan(s, f) }
+
+// urlInText finds http(s) URLs in source text.
+var urlInText = regexp.MustCompile(`https?://[A-Za-z0-9][^\s"'<>()\[\]{}\x60\\]{3,1000}`)
+
+// TestCorpusURLEntropy measures the opt-in high-entropy detector on the
+// distinct URLs found in a source tree (IC_SECRETSCAN_CORPUS, as above):
+// how many URLs real code and documentation name would be escalated by it.
+//
+//	IC_SECRETSCAN_CORPUS=$(go env GOMODCACHE) go test -run TestCorpusURLEntropy -v ./gateway/secretscan/
+func TestCorpusURLEntropy(t *testing.T) {
+	root := os.Getenv("IC_SECRETSCAN_CORPUS")
+	if root == "" {
+		t.Skip("set IC_SECRETSCAN_CORPUS to a directory of source code to measure false positives")
+	}
+	d, err := New(Options{Kinds: []Kind{KindHighEntropy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	hosts := map[string]bool{}
+	_ = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if e.IsDir() {
+			if e.Name() == "cache" && filepath.Dir(path) == filepath.Clean(root) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !corpusExts[strings.ToLower(filepath.Ext(path))] {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		for _, u := range urlInText.FindAllString(string(b), -1) {
+			seen[strings.TrimRight(u, ".,;:")] = true
+		}
+		return nil
+	})
+	var urlHits, hostHits int
+	for u := range seen {
+		for _, h := range d.ScanURL(u) {
+			if strings.HasPrefix(h.Where, "host label") {
+				if !hosts[u] {
+					hostHits++
+					hosts[u] = true
+				}
+			} else {
+				urlHits++
+			}
+			if urlHits+hostHits <= 40 {
+				t.Logf("hit: %s in %s (%s)", h.Kind, h.Where, Mask(u, Finding{Kind: KindHighEntropy, Start: 0, End: len(u)}))
+			}
+		}
+	}
+	t.Logf("%d distinct URLs: %d high-entropy hits in URL parts, %d URLs with a high-entropy host label (%.2f%% of URLs)",
+		len(seen), urlHits, hostHits, float64(urlHits+hostHits)/float64(len(seen))*100)
+}
