@@ -219,6 +219,16 @@ func New(opts Options) (*Detector, error) {
 	return d, nil
 }
 
+// has reports whether the detector runs the pattern of kind k.
+func (d *Detector) has(k Kind) bool {
+	for _, p := range d.patterns {
+		if p.kind == k {
+			return true
+		}
+	}
+	return false
+}
+
 // MustDefault returns the default Detector without exact values.
 func MustDefault() *Detector {
 	d, err := New(Options{})
@@ -371,15 +381,19 @@ func hasUserinfo(after string) bool {
 	return false
 }
 
-// placeholderWords mark a documentation password: "user:password@", "admin:changeme@".
-var placeholderWords = []string{
-	"password", "passwd", "passw0rd", "secret", "example", "changeme", "xxxx", "****", "test", "dummy", "redacted",
-	"placeholder", "your", "sample", "pass", "pwd", "token", "foo", "bar", "user", "admin", "mysql", "postgres", "root",
-}
+// placeholderWords mark a documentation password wherever they appear in it
+// ("user:password@", "postgres:mysecretpassword@"); weakPlaceholders only as the whole
+// password, optionally followed by digits ("admin:admin@", "u:test123@").
+var (
+	placeholderWords = []string{"password", "passwd", "secret", "example", "changeme", "xxxx", "****", "dummy",
+		"redacted", "placeholder", "your"}
+	weakPlaceholders = map[string]bool{"pass": true, "pwd": true, "test": true, "foo": true, "bar": true, "foobar": true,
+		"user": true, "admin": true, "root": true, "mysql": true, "postgres": true, "token": true, "sample": true, "guest": true}
+)
 
 // plausiblePassword reports whether a URL's password could be a real one: at least 8
 // characters, not a template ("${PASS}", "<password>", "%s", "{{.Pass}}"), not one character
-// repeated, and no placeholder word.
+// repeated, and not a placeholder.
 func plausiblePassword(v string) bool {
 	if len(v) < 8 || strings.ContainsAny(v, "${}<>%*`[]()") || strings.Count(v, v[:1]) == len(v) {
 		return false
@@ -390,7 +404,7 @@ func plausiblePassword(v string) bool {
 			return false
 		}
 	}
-	return true
+	return !weakPlaceholders[strings.TrimRight(l, "0123456789")]
 }
 
 // hasAssignment reports whether an '=' or ':' follows within a key name's length.

@@ -50,7 +50,7 @@ func (d *Detector) ScanURL(raw string) []Hit {
 	}
 	var hits []Hit
 	if u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
+		if p, ok := u.User.Password(); ok && p != "" && d.has(KindURLPassword) && (d.loose || plausiblePassword(p)) {
 			hits = append(hits, Hit{Kind: KindURLPassword, Where: "user information", Excerpt: Mask(p, Finding{Kind: KindURLPassword, Start: 0, End: len(p)})})
 		}
 		hits = append(hits, d.scanPart("user name", u.User.Username())...)
@@ -119,10 +119,37 @@ func (d *Detector) scanPart(where, s string) []Hit {
 		s = s[:maxDecodedScan]
 	}
 	hits := d.ScanText(where, s)
-	if d.entropy && len(s) >= defaultEntropyMinLen && !strings.ContainsAny(s, " \t\r\n") && entropy(s) >= defaultEntropyBits {
-		hits = append(hits, Hit{Kind: KindHighEntropy, Where: where, Excerpt: maskPlain(s)})
+	if d.entropy {
+		for _, tok := range base64Runs(s) {
+			if opaque(tok) {
+				hits = append(hits, Hit{Kind: KindHighEntropy, Where: where, Excerpt: maskPlain(tok)})
+				break
+			}
+		}
 	}
 	return hits
+}
+
+// opaque reports whether a run of base64 characters looks like encoded data rather than
+// words: long, high in entropy, and mixing upper case, lower case and digits (paths,
+// slugs and identifiers rarely do; base64 of anything does). Hex is not flagged: commit
+// ids and digests in URLs are hex.
+func opaque(tok string) bool {
+	if len(tok) < defaultEntropyMinLen {
+		return false
+	}
+	var upper, lower, digit int
+	for i := 0; i < len(tok); i++ {
+		switch c := tok[i]; {
+		case c >= 'A' && c <= 'Z':
+			upper++
+		case c >= 'a' && c <= 'z':
+			lower++
+		case c >= '0' && c <= '9':
+			digit++
+		}
+	}
+	return upper >= 2 && lower >= 2 && digit >= 2 && entropy(tok) >= defaultEntropyBits
 }
 
 // scanDecoded scans the base64 decodings of the base64-looking runs in s.

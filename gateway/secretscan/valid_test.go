@@ -51,3 +51,34 @@ func TestQueryNameSecretNotSpelledOut(t *testing.T) {
 		}
 	}
 }
+
+// The opt-in entropy detector flags encoded data in URL parts, not long
+// paths, slugs or hex digests.
+func TestURLEntropyOpaque(t *testing.T) {
+	d, err := New(Options{Kinds: []Kind{KindHighEntropy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{
+		"https://example.com/x?d=Zk9xR2pLcW1WbjJ4ZUE3dDlZc0JoTHdQdU4zSg",
+		"https://example.com/upload/aGVsbG8gd29ybGQgMTIzNDU2Nzg5MCBBQkNERUY",
+	} {
+		found := false
+		for _, h := range d.ScanURL(u) {
+			found = found || h.Kind == KindHighEntropy
+		}
+		if !found {
+			t.Errorf("ScanURL(%q) found no high-entropy value", u)
+		}
+	}
+	for _, u := range []string{
+		"https://cloud.google.com/docs/reference/rest/v1/projects.locations.functions#parameters",
+		"https://github.com/golang/go/commit/0123456789abcdef0123456789abcdef01234567",
+		"https://example.com/sha256/e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+		"https://bob:s3cretpassw0rd@example.com/", // a password is not this detector's
+	} {
+		if hits := d.ScanURL(u); len(hits) != 0 {
+			t.Errorf("ScanURL(%q) = %+v, want nothing", u, hits)
+		}
+	}
+}
