@@ -42,6 +42,10 @@ type ToolCallDecision struct {
 	// PolicyVersion is policy.Engine.Version of the policy that decided
 	// (empty when no policy took part). In the hash chain when not empty.
 	PolicyVersion string `json:"policy_version,omitempty"`
+	// TraceID is the OpenTelemetry trace of the call when it was traced
+	// (32 hex digits; empty when tracing is off or the trace not sampled).
+	// Outside the hash chain: it links to telemetry, it is not evidence.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Outcome statuses of a tool call.
@@ -83,6 +87,7 @@ type EgressEvent struct {
 	BytesDown  int64         `json:"bytes_down"`
 	Duration   time.Duration `json:"duration_ns"`
 	Error      string        `json:"error,omitempty"`
+	TraceID    string        `json:"trace_id,omitempty"` // as ToolCallDecision.TraceID
 }
 
 // LLMCall is one relayed model call.
@@ -100,6 +105,7 @@ type LLMCall struct {
 	CostUSD      float64       `json:"cost_usd"`
 	Duration     time.Duration `json:"duration_ns"`
 	Error        string        `json:"error,omitempty"`
+	TraceID      string        `json:"trace_id,omitempty"` // as ToolCallDecision.TraceID
 }
 
 func (*ToolCallDecision) auditEvent() {}

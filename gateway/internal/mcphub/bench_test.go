@@ -32,6 +32,7 @@ type benchSetup struct {
 	fs   *filesystem.Server
 	path string
 	sink *audit.JSONL
+	deps mcphub.Deps // what hub was built with (bench_trace_test.go builds another)
 }
 
 func newBenchSetup(tb testing.TB, fsync bool) *benchSetup {
@@ -84,13 +85,12 @@ func newBenchSetup(tb testing.TB, fsync bool) *benchSetup {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hub, err := mcphub.New(mcphub.Config{}, mcphub.Deps{
-		Servers: []servers.Server{fs}, Policy: eng, Audit: sink, Auth: auth,
-	})
+	deps := mcphub.Deps{Servers: []servers.Server{fs}, Policy: eng, Audit: sink, Auth: auth}
+	hub, err := mcphub.New(mcphub.Config{}, deps)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &benchSetup{hub: hub, fs: fs, path: file, sink: sink}
+	s := &benchSetup{hub: hub, fs: fs, path: file, sink: sink, deps: deps}
 	// Both paths must work before they are timed.
 	if r, err := fs.Call(context.Background(), "read_text_file", map[string]any{"path": file}); err != nil || r.IsError {
 		tb.Fatalf("direct call: %+v %v", r, err)

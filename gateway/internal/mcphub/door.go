@@ -65,6 +65,8 @@ type DoorResult struct {
 // Every error path refuses and is recorded.
 func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 	defer h.life.enter()()
+	ctx, span := h.startCall(ctx, d.Session.ID)
+	defer span.End()
 	e, ok := h.tools[d.Tool]
 	if !ok {
 		res := h.recordUnknown(ctx, d.Session, d.Tool)
@@ -72,6 +74,7 @@ func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 	}
 	pol := h.snapshot()
 	c := &call{h: h, e: e, sess: d.Session, id: h.newID(), start: h.now(), run: d.Run, policyVersion: policyVersion(pol)}
+	c.traced(ctx)
 	if res, stop := c.loopGate(ctx, withRecord(d.Args, d.Record), d.Notify); stop { // loop.go
 		return DoorResult{CallID: c.id, Decision: policy.Decision{Status: policy.Deny, Rule: RuleLoopBreaker, Reason: firstText(res, 500)}, Result: res}
 	}
@@ -102,7 +105,9 @@ func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 			ev.Policy = d.Args
 			break
 		}
-		ev = pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: d.Args})
+		ev = c.evaluate(ctx, func(ctx context.Context) policy.Evaluation {
+			return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: d.Args})
+		})
 		if ev.Policy == nil {
 			ev.Policy = d.Args
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/trace"
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
@@ -42,6 +43,7 @@ import (
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -113,6 +115,9 @@ type Deps struct {
 	LoopGuard *loopguard.Guard
 	// Logger (optional; nil discards).
 	Logger *slog.Logger
+	// Tracer starts the span of every call (optional; nil: package
+	// tracing's, a no-op unless OTEL_* variables turned traces on).
+	Tracer trace.Tracer
 	// Now and NewID are for tests (defaults time.Now and UUIDv4).
 	Now   func() time.Time
 	NewID func() string
@@ -151,6 +156,7 @@ type Hub struct {
 	pins    pinState         // external tools hidden by their pins (pins.go)
 	watched []servers.Server // servers whose tools are checked against pins
 	loop    *loopguard.Guard // nil: no loop breaker (loop.go)
+	tracer  trace.Tracer     // trace.go
 }
 
 // New builds the hub: it checks every server's tools against the policy's
@@ -197,7 +203,7 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	}
 	h := &Hub{
 		cfg: cfg, policy: d.Policy, esc: d.Escalator, sink: d.Audit, auth: d.Auth,
-		metrics: d.Metrics, log: d.Logger, loop: d.LoopGuard, now: d.Now, newID: d.NewID,
+		metrics: d.Metrics, log: d.Logger, loop: d.LoopGuard, now: d.Now, newID: d.NewID, tracer: d.Tracer,
 		tools: map[string]*toolEntry{}, life: newLifecycle(),
 	}
 	if h.esc == nil {
@@ -208,6 +214,9 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if h.tracer == nil {
+		h.tracer = tracing.Tracer(tracerScope)
 	}
 	if h.newID == nil {
 		h.newID = uuid.NewString

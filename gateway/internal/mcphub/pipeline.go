@@ -9,11 +9,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/loopguard"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -43,6 +46,10 @@ type call struct {
 	ran bool
 	// policyVersion names the policy snapshot that decided (policyversion.go).
 	policyVersion string
+	// span is the call's span, exec its tool's while it runs, traceID the
+	// call's trace when sampled (trace.go).
+	span, exec trace.Span
+	traceID    string
 }
 
 // Call runs one tool call through the pipeline and returns what the agent
@@ -51,12 +58,15 @@ type call struct {
 func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	defer h.life.enter()()
 	start := h.now()
+	ctx, span := h.startCall(ctx, r.Session.ID)
+	defer span.End()
 	e, ok := h.tools[r.Tool]
 	if !ok {
 		return h.recordUnknown(ctx, r.Session, r.Tool)
 	}
 	pol := h.snapshot()
 	c := &call{h: h, e: e, sess: r.Session, id: h.newID(), start: start, policyVersion: policyVersion(pol)}
+	c.traced(ctx)
 	h.recheckOnReload(c.policyVersion)
 	if why, hidden := h.pins.changed(e.key); hidden {
 		return c.refuseChanged(ctx, r.Args, why) // pins.go
@@ -73,7 +83,9 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	if res, refused := c.chargeBudget(ctx, r.Args); refused {
 		return res // budget.go
 	}
-	ev := pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
+	ev := c.evaluate(ctx, func(ctx context.Context) policy.Evaluation {
+		return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
+	})
 	if ev.Policy != nil {
 		c.args = marshalArgs(ev.Policy)
 	} else {
@@ -101,7 +113,10 @@ func (c *call) decision(d policy.Decision, shadow *policy.Decision) *audit.ToolC
 		CallID: c.id, SessionID: c.sess.ID, Time: c.h.now(),
 		Server: c.e.server, Tool: c.e.tool, Args: c.args,
 		Decision: d.Status.String(), Rule: d.Rule, Reason: d.Reason, Detail: d.Detail,
-		PolicyVersion: c.policyVersion,
+		PolicyVersion: c.policyVersion, TraceID: c.traceID,
+	}
+	if c.span != nil && c.span.IsRecording() {
+		c.span.SetAttributes(decisionAttrs(d)...)
 	}
 	if shadow != nil {
 		dec.ShadowDecision, dec.ShadowRule = shadow.Status.String(), shadow.Rule
@@ -158,6 +173,7 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 	cctx, cancel := context.WithTimeout(cctx, h.cfg.CallTimeout)
 	defer cancel()
 	defer context.AfterFunc(h.life.aborting, cancel)()
+	cctx, c.exec = h.child(cctx, spanExecute)
 	done := make(chan served, 1)
 	c.ran = true
 	go func() {
@@ -208,6 +224,7 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 // finish records the outcome and the metrics and returns res.
 func (c *call) finish(ctx context.Context, status string, res servers.Result, errText string, size int, cut bool) servers.Result {
 	h := c.h
+	c.finishSpans(status, size)
 	elapsed := h.now().Sub(c.start) - c.waited
 	h.recordOutcome(ctx, &audit.ToolCallOutcome{
 		CallID: c.id, SessionID: c.sess.ID, Time: h.now(), Status: status,
@@ -255,11 +272,14 @@ const DefaultDecisionWait = 5 * time.Second
 // record that commits after the wait ended leaves a decision whose call
 // did not run; the sink records that outcome (audit.UnconfirmedDecision).
 func (h *Hub) record(ctx context.Context, e audit.Event) error {
+	ctx, span := h.auditSpan(ctx, e)
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.DecisionWait)
 	defer cancel()
 	if err := h.sink.Record(ctx, e); err != nil {
+		endSpan(span, err)
 		return fmt.Errorf("recording audit event: %w", err)
 	}
+	span.End()
 	h.alog.refused.OK()
 	return nil
 }
@@ -267,7 +287,10 @@ func (h *Hub) record(ctx context.Context, e audit.Event) error {
 // recordAfter writes a record nothing waits on (a refusal, an outcome),
 // even when the client has gone; a failure is logged (summarised).
 func (h *Hub) recordAfter(ctx context.Context, e audit.Event) {
-	if err := h.sink.Record(context.WithoutCancel(ctx), e); err != nil {
+	ctx, span := h.auditSpan(ctx, e)
+	err := h.sink.Record(context.WithoutCancel(ctx), e)
+	endSpan(span, err)
+	if err != nil {
 		h.alog.lost.Fail(1, err)
 		h.log.Debug("audit record failed", "event", fmt.Sprintf("%T", e), "err", err)
 		return
@@ -302,11 +325,15 @@ func (h *Hub) recordUnknown(ctx context.Context, sess session.Session, name stri
 	name = safeName(name)
 	srv, tool, _ := strings.Cut(name, Separator)
 	id := h.newID()
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.CallID.String(id), tracing.Tool.String(tracing.Text(name)), tracing.Decision.String(policy.Deny.String()),
+			tracing.Rule.String(policy.RuleUnknownTool), tracing.Outcome.String(audit.OutcomeDenied))
+	}
 	h.metrics.Decision(metrics.UnknownServer, metrics.UnknownTool, policy.Deny.String())
 	h.recordAfter(ctx, &audit.ToolCallDecision{
 		CallID: id, SessionID: sess.ID, Time: start, Server: srv, Tool: tool, Args: json.RawMessage("{}"),
 		Decision: policy.Deny.String(), Rule: policy.RuleUnknownTool, Reason: "no such tool",
-		PolicyVersion: policyVersion(h.snapshot()),
+		PolicyVersion: policyVersion(h.snapshot()), TraceID: tracing.TraceID(ctx),
 	})
 	h.recordAfter(ctx, &audit.ToolCallOutcome{CallID: id, SessionID: sess.ID, Time: h.now(), Status: audit.OutcomeDenied, Duration: h.now().Sub(start)})
 	h.metrics.Outcome(metrics.UnknownServer, metrics.UnknownTool, audit.OutcomeDenied, h.now().Sub(start))
