@@ -66,7 +66,9 @@ steps:
 // denied, the remote is unchanged and git prints kind and place; pushed
 // again and approved, it lands. git__push of a branch whose older commit
 // carries a token in its message: escalated with the excerpt, denied,
-// refused. The audit rows name kind and place only.
+// refused. gh pr create through the GitHub relay with a token in the
+// description: escalated with the excerpt, denied, nothing reaches GitHub.
+// The audit rows name kind and place only.
 func TestSecretPush(t *testing.T) {
 	s := topology(t)
 	ctx := ctxFor(t, 8*time.Minute)
@@ -226,6 +228,59 @@ git rev-parse HEAD`)
 			t.Fatalf("remote secret-door = %q, want %s", got, commit)
 		}
 		noLeak(t, shellSession, e2eAWSKey, 2)
+	})
+
+	t.Run("github relay", func(t *testing.T) {
+		// gh pr create in the agent shell (its GraphQL createPullRequest
+		// through the relay) with a token in the description: escalated
+		// for the secret (the operator sees the excerpt), denied, and
+		// nothing reaches GitHub.
+		const ghRepo = "/workspace/gh-secret"
+		if r, err := s.ExecShell(ctx, nil, "bash", "-c", "rm -rf "+ghRepo+" && git init -q -b feature "+ghRepo+
+			" && git -C "+ghRepo+" remote add origin https://github.com/"+stack.OwnerRepo+".git"); err != nil || r.Code != 0 {
+			t.Fatalf("preparing the gh repository: %v %s", err, r)
+		}
+		before := countGitHub(t, ctx, s, "createPullRequest")
+		done := make(chan stack.ExecResult, 1)
+		go func() {
+			r, err := s.ExecShell(ctx, []string{"GIT_TERMINAL_PROMPT=0"}, "bash", "-c",
+				"cd "+ghRepo+" && gh pr create --title 'Deploy notes' --body 'use "+e2eGHToken+" to deploy' --base main 2>&1")
+			if err != nil {
+				r = stack.ExecResult{Code: -1, Stderr: err.Error()}
+			}
+			done <- r
+		}()
+		e, err := s.WaitPending(ctx, shellSession, "github", "pr_create", 90*time.Second)
+		if err != nil {
+			select {
+			case r := <-done:
+				t.Fatalf("%v; gh ended: %s", err, r)
+			default:
+				t.Fatal(err)
+			}
+		}
+		check(t, e, "ghp_…4242 (github-token) in field body of mutation input", e2eGHToken)
+		t.Logf("operator sees: %s", e.Reason)
+		if _, err := s.Decide(ctx, e.ID, false, "e2e operator: a token in a pull request", ""); err != nil {
+			t.Fatal(err)
+		}
+		var r stack.ExecResult
+		select {
+		case r = <-done:
+		case <-ctx.Done():
+			t.Fatal("gh did not finish after the decision")
+		}
+		if r.Code == 0 || strings.Contains(r.Stdout, e2eGHToken) || strings.Contains(r.Stdout, "ghp_…") {
+			t.Fatalf("gh pr create should fail naming kind and place only: %s", r)
+		}
+		if n := countGitHub(t, ctx, s, "createPullRequest"); n != before {
+			t.Fatalf("GitHub received %d pull request creations during the denied one", n-before)
+		}
+		for _, c := range toolCalls(t, ctx, s, shellSession) {
+			if strings.Contains(c.Reason+c.Args+c.Error, e2eGHToken) || strings.Contains(c.Reason, "ghp_…") {
+				t.Errorf("tool call row shows the token or its excerpt: %s (%s)", c, c.Reason)
+			}
+		}
 	})
 
 	t.Run("git tool", func(t *testing.T) {
