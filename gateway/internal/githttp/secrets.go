@@ -38,7 +38,7 @@ func (p *pushState) scanSecrets(ctx context.Context) ([]secretscan.Hit, map[stri
 	p.out.progress("IronCurtain: scanning the pushed commits and files for secrets")
 	start := p.h.now()
 	rep, err := gitscan.Scan(ctx, p.m.LocalOptions(p.q.path()), det, tips, []string{"--all"},
-		gitscan.Limits{MaxBytes: p.h.cfg.MaxScanBytes, MaxObjects: p.h.cfg.MaxObjects})
+		gitscan.Limits{MaxBytes: p.h.cfg.MaxScanBytes}) // objects: gitscan.DefaultMaxObjects
 	p.h.log.Debug("git HTTP door: push scanned for secrets", "repo", p.rp.url, "took", p.h.now().Sub(start),
 		"objects", rep.Objects, "bytes", rep.Bytes, "findings", len(rep.Findings), "incomplete", rep.Incomplete, "err", err)
 	if err != nil {
