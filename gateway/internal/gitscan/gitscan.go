@@ -105,7 +105,7 @@ func Scan(ctx context.Context, o gitexec.Options, d *secretscan.Detector, tips, 
 		}
 	}
 	for _, x := range exclude {
-		if !strings.HasPrefix(x, "--all") && !strings.HasPrefix(x, "--glob=refs/") && !strings.HasPrefix(x, "--branches") && !strings.HasPrefix(x, "--tags") {
+		if x != "--all" && x != "--branches" && x != "--tags" && !(strings.HasPrefix(x, "--glob=refs/") && !strings.ContainsAny(x, " \n")) {
 			return Report{}, fmt.Errorf("scanning the push: exclusion %q is not a ref selection", clip(x))
 		}
 	}

@@ -257,6 +257,7 @@ func TestScanRefusesBadInput(t *testing.T) {
 		{"option as tip", []string{"--output=/tmp/x"}, nil},
 		{"ref name as tip", []string{"main"}, nil},
 		{"option as exclusion", []string{tip}, []string{"--output=/tmp/x"}},
+		{"option spelled like a selection", []string{tip}, []string{"--all-match"}},
 		{"missing object", []string{strings.Repeat("ab", 20)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
