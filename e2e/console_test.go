@@ -277,7 +277,42 @@ func TestConsole(t *testing.T) {
 	if verified := get(t, bctx, chromedp.Text(chromedp.ID("verify-result"))); !strings.HasPrefix(strings.TrimSpace(verified), "Intact") {
 		t.Fatalf("verify: %q", verified)
 	}
-	do("sessions", chromedp.Navigate(base+"/ui/sessions"), chromedp.WaitVisible(chromedp.CSS("table.rows")))
+	// Mint a session: its token is shown once and stored only as a digest;
+	// then revoke it.
+	do("create a session",
+		chromedp.Navigate(base+"/ui/sessions"),
+		chromedp.WaitVisible(chromedp.CSS("form.mint")),
+		chromedp.SendKeys(chromedp.CSS(`form.mint input[name="name"]`), "console-run"),
+		chromedp.SendKeys(chromedp.CSS(`form.mint input[name="ttl"]`), "1h"),
+		chromedp.SendKeys(chromedp.CSS(`form.mint input[name="max_tool_calls"]`), "5"),
+		chromedp.SendKeys(chromedp.CSS(`form.mint textarea[name="labels"]`), "team=e2e"),
+		chromedp.Click(chromedp.CSS(`form.mint button`)),
+		chromedp.WaitVisible(chromedp.ID("minted-token")),
+	)
+	token := get(t, bctx, chromedp.Value(chromedp.ID("minted-token")))
+	if !strings.HasPrefix(token, "icsess_") {
+		t.Fatalf("minted token %q", token)
+	}
+	id, err := s.SQL(ctx, "SELECT id FROM agent_sessions WHERE name = 'console-run' AND created_by = 'operator'")
+	if err != nil || id == "" {
+		t.Fatalf("the minted session is not in agent_sessions: %q %v", id, err)
+	}
+	if n, err := s.SQL(ctx, "SELECT count(*) FROM agent_sessions WHERE position("+stack.Quote(token)+" IN row_to_json(agent_sessions)::text) > 0"); err != nil || n != "0" {
+		t.Fatalf("the token is stored: %q %v", n, err)
+	}
+	do("sessions again", chromedp.Navigate(base+"/ui/sessions"), chromedp.WaitVisible(chromedp.CSS("table.rows")))
+	if get(t, bctx, chromedp.Evaluate[bool](`document.getElementById("minted-token") !== null`)) {
+		t.Fatal("the token is shown a second time")
+	}
+	revoke := `tr:has(input[name="id"][value="` + id + `"]) form.revoke`
+	do("revoke",
+		chromedp.SendKeys(chromedp.CSS(revoke+` input[name="reason"]`), "e2e: run over"),
+		chromedp.Click(chromedp.CSS(revoke+` button`)),
+		chromedp.WaitNotPresent(chromedp.CSS(revoke)),
+	)
+	if by, err := s.SQL(ctx, "SELECT revoked_by FROM agent_sessions WHERE id = "+stack.Quote(id)+" AND revoked_at IS NOT NULL"); err != nil || by != "operator" {
+		t.Fatalf("after the console revoke: revoked_by %q %v", by, err)
+	}
 	screenshot(t, bctx, shots, "sessions.png")
 	do("policy", chromedp.Navigate(base+"/ui/policy"), chromedp.WaitVisible(chromedp.CSS("dl.detail")))
 	screenshot(t, bctx, shots, "policy.png")
