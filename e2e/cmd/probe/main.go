@@ -13,6 +13,7 @@
 //	ic-e2e-probe plant -mode 0755 PATH      write stdin to PATH (parents created)
 //	ic-e2e-probe mkdir PATH...              create directories (and parents)
 //	ic-e2e-probe exists PATH...             JSON: which paths exist (lstat)
+//	ic-e2e-probe mcp < PLAN                 MCP tool calls over several gateway endpoints (mcp.go); JSON timings
 //
 // Output is JSON on stdout; the exit code is 0 unless the probe itself failed.
 // It is a test fixture: it never ships in an image.
@@ -40,7 +41,7 @@ func main() {
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: ic-e2e-probe idle|dial|fetch|env|plant|mkdir|exists ...")
+		fmt.Fprintln(stderr, "usage: ic-e2e-probe idle|dial|fetch|env|plant|mkdir|exists|mcp ...")
 		return 2
 	}
 	var (
@@ -71,6 +72,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		out = map[string]bool{"ok": err == nil}
 	case "exists":
 		out = exists(args[1:])
+	case "mcp":
+		out, err = mcpCmd(stdin, os.Getenv)
 	default:
 		err = fmt.Errorf("unknown command %q", args[0])
 	}
