@@ -15,12 +15,14 @@ import (
 
 	"github.com/elazarl/goproxy"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -104,6 +106,7 @@ type Deps struct {
 	Secrets    SecretSource          // optional: scan what leaves for secrets (docs/egress.md)
 	Registerer prometheus.Registerer // optional: nil leaves the metrics unregistered
 	Logger     *slog.Logger          // optional
+	Tracer     trace.Tracer          // optional: nil is package tracing's (trace.go)
 }
 
 // Proxy is the agent's egress proxy. Create it with NewProxy and run it with
@@ -117,6 +120,7 @@ type Proxy struct {
 	approvals Approvals
 	secrets   SecretSource
 	log       *slog.Logger
+	tracer    trace.Tracer
 	metrics   *metrics
 	gp        *goproxy.ProxyHttpServer
 	ports     map[int]bool
@@ -183,7 +187,7 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 	}
 	p := &Proxy{
 		cfg: c, guard: g, auth: d.Auth, sink: d.Sink, escalator: d.Escalator, approvals: d.Approvals, secrets: d.Secrets,
-		log: d.Logger, metrics: m, ports: ports,
+		log: d.Logger, tracer: d.Tracer, metrics: m, ports: ports,
 		perSess: map[string]int{}, approved: map[approvalKey]string{}, pending: map[approvalKey]*pendingEscalation{},
 		conns: map[net.Conn]struct{}{}, authFails: newAuthFailures(), authAggWindow: authAggWindow,
 		bodies: semaphore.NewWeighted(max(maxBufferedBodies, c.MaxScanBodyBytes+1)),
@@ -193,6 +197,9 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.tracer == nil {
+		p.tracer = tracing.Tracer(tracerScope)
 	}
 	for _, pat := range c.Allow {
 		if pat.String() == "*" {
@@ -327,6 +334,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st := newState(kind, r.Method)
 	st.client = clientHost(r.RemoteAddr)
+	ctx := p.startSpan(r.Context(), st)
 	p.mu.Lock()
 	draining := p.draining
 	if !draining {
@@ -348,7 +356,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if kind == "http" && r.Body != nil && r.Body != http.NoBody {
 		r.Body = &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.cfg.IdleTimeout, n: &st.up}
 	}
-	p.gp.ServeHTTP(rw, r.WithContext(withState(r.Context(), st)))
+	p.gp.ServeHTTP(rw, r.WithContext(withState(ctx, st)))
 }
 
 // serveNonProxy answers origin-form requests ("GET / HTTP/1.1"): this port

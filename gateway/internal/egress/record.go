@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/netpolicy"
@@ -71,6 +72,11 @@ type reqState struct {
 	resolved netip.Addr
 
 	up, down atomic.Int64
+
+	// span follows the request or tunnel (trace.go); traceID is its trace
+	// when sampled, for the audit event.
+	span    trace.Span
+	traceID string
 }
 
 type stateKey struct{}
@@ -145,6 +151,7 @@ func (st *reqState) event() *audit.EgressEvent {
 		BytesDown: st.down.Load(),
 		Duration:  time.Since(st.start),
 		Error:     st.errText,
+		TraceID:   st.traceID,
 	}
 	if st.resolved.IsValid() {
 		ev.ResolvedIP = st.resolved.String()
@@ -171,6 +178,7 @@ func (p *Proxy) finish(st *reqState) {
 		f()
 	}
 	ev := st.event()
+	endSpan(st.span, ev)
 	p.metrics.requests.WithLabelValues(ev.Kind, ev.Decision).Inc()
 	if ev.Rule == ruleAuth && ev.SessionID == "" {
 		// No session: a stranger or a misconfigured client. Counted, and written as one
