@@ -97,10 +97,11 @@ func (s *labelSelector) matches(labels map[string]string) bool {
 }
 
 type k8sContainer struct {
-	Name  string `json:"name"`
-	Image string `json:"image"`
-	Args  []string
-	Ports []struct {
+	Name    string   `json:"name"`
+	Image   string   `json:"image"`
+	Command []string `json:"command"`
+	Args    []string `json:"args"`
+	Ports   []struct {
 		Name          string `json:"name"`
 		ContainerPort int    `json:"containerPort"`
 	} `json:"ports"`
@@ -141,6 +142,8 @@ type k8sProbe struct {
 type k8sSecurityContext struct {
 	RunAsNonRoot             *bool `json:"runAsNonRoot"`
 	RunAsUser                *int  `json:"runAsUser"`
+	RunAsGroup               *int  `json:"runAsGroup"`
+	FSGroup                  *int  `json:"fsGroup"`
 	AllowPrivilegeEscalation *bool `json:"allowPrivilegeEscalation"`
 	Privileged               *bool `json:"privileged"`
 	ReadOnlyRootFilesystem   *bool `json:"readOnlyRootFilesystem"`

@@ -1,0 +1,354 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	mobynet "github.com/moby/moby/api/types/network"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/network"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+// TestKubernetesGatewayPodRuns runs the gateway image the way the rendered
+// pod spec says, without a cluster: Docker with the pod's user, a read-only
+// root file system, no capabilities, no privilege escalation, a tmpfs for
+// each emptyDir and for the workspace claim, gateway.yaml from the rendered
+// ConfigMap, the environment of the rendered container (Secrets filled in),
+// and the migrate Job before it. It must become ready and serve a minted
+// session's tool call that writes to the workspace: the writable paths of the
+// pod spec are all the gateway needs. Needs Docker and the gateway and
+// Postgres images (make images).
+func TestKubernetesGatewayPodRuns(t *testing.T) {
+	cli := dockerClient(t)
+	gwImage := imageName("IC_GATEWAY_IMAGE", "ironcurtain/gateway:dev")
+	pgImage := imageName("IC_POSTGRES_IMAGE", "ironcurtain/postgres-offline:15")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, img := range []string{gwImage, pgImage} {
+		if _, err := cli.ImageInspect(ctx, img); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("image %s: %v (make images builds it)", img, err)
+			}
+			t.Skipf("image %s is not built (make images): %v", img, err)
+		}
+	}
+
+	r := renderOverlay(t, "overlays/cloudnativepg")
+	gw := byRole(t, r.workloads(t), "gateway")[0]
+	mig := byRole(t, r.workloads(t), "migrate")[0]
+	cfg := gatewayConfigYAML(t, r, gw)
+
+	const dbPassword = "k8s-pod-test-db-password"
+	const operatorToken = "k8s-pod-test-operator-token-0123456789"
+	dbURL := "postgres://ironcurtain:" + dbPassword + "@postgres:5432/ironcurtain?sslmode=disable"
+	secrets := map[string]string{
+		secretDatabase + "/url":           dbURL,
+		secretGateway + "/operator-token": operatorToken,
+	}
+
+	nw, err := network.New(ctx, network.WithLabels(map[string]string{"dev.ironcurtain.deploy-test": "1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nw.Remove(context.WithoutCancel(ctx)) })
+
+	pg, err := testcontainers.Run(ctx, pgImage,
+		network.WithNetwork([]string{"postgres"}, nw),
+		testcontainers.WithEnv(map[string]string{"POSTGRES_USER": "ironcurtain", "POSTGRES_PASSWORD": dbPassword, "POSTGRES_DB": "ironcurtain"}),
+		testcontainers.WithWaitStrategy(wait.ForExec([]string{"pg_isready", "-h", "127.0.0.1", "-U", "ironcurtain", "-d", "ironcurtain"}).
+			WithPollInterval(500*time.Millisecond).WithStartupTimeout(2*time.Minute)),
+	)
+	if pg != nil {
+		t.Cleanup(func() { _ = pg.Terminate(context.WithoutCancel(ctx)) })
+	}
+	if err != nil {
+		t.Fatalf("starting Postgres: %v", err)
+	}
+
+	// The migrate Job.
+	m, err := testcontainers.Run(ctx, gwImage, podCustomizers(t, mig, nw, secrets, nil,
+		testcontainers.WithWaitStrategy(wait.ForExit().WithExitTimeout(2*time.Minute)))...)
+	if m != nil {
+		t.Cleanup(func() { _ = m.Terminate(context.WithoutCancel(ctx)) })
+	}
+	if err != nil {
+		t.Fatalf("running the migrate Job's container: %v", err)
+	}
+	if st, err := m.State(ctx); err != nil || st.ExitCode != 0 {
+		t.Fatalf("migrate exited %v (%v): %s", st, err, logsOf(ctx, m))
+	}
+
+	// The gateway pod.
+	g, err := testcontainers.Run(ctx, gwImage, podCustomizers(t, gw, nw, secrets, map[string][]byte{"gateway.yaml": cfg},
+		testcontainers.WithExposedPorts("8080/tcp", "8081/tcp"),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings = mobynet.PortMap{
+				mobynet.MustParsePort("8080/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}},
+				mobynet.MustParsePort("8081/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}},
+			}
+		}))...)
+	if g != nil {
+		t.Cleanup(func() { _ = g.Terminate(context.WithoutCancel(ctx)) })
+	}
+	if err != nil {
+		t.Fatalf("starting the gateway pod: %v", err)
+	}
+	hostURL := func(port string) string {
+		p, err := g.MappedPort(ctx, port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "http://127.0.0.1:" + p.Port()
+	}
+	ops, api := hostURL("8081/tcp"), hostURL("8080/tcp")
+	// The readiness probe's question: /readyz on the ops port.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get(ops + "/readyz")
+		var body []byte
+		if err == nil {
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			err = fmt.Errorf("status %d: %s", resp.StatusCode, body)
+		}
+		if st, serr := g.State(ctx); serr == nil && !st.Running {
+			t.Fatalf("the gateway pod's container exited (%d): %v\n%s", st.ExitCode, err, logsOf(ctx, g))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway pod did not become ready: %v\n%s", err, logsOf(ctx, g))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	// A minted session (the gateway holds no agent token) writes a file.
+	var created struct {
+		Token string `json:"token"`
+	}
+	status, body := httpJSON(t, http.MethodPost, ops+"/v1/sessions", operatorToken, map[string]any{"name": "k8s-pod-test", "ttl": "1h"}, &created)
+	if status != http.StatusCreated || created.Token == "" {
+		t.Fatalf("minting a session: %d %s", status, body)
+	}
+	mcp := &mcpClient{t: t, url: api + "/mcp", token: created.Token}
+	mcp.call("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "k8s-pod-test", "version": "1"}})
+	mcp.notify("notifications/initialized")
+	res := mcp.call("tools/call", map[string]any{"name": "filesystem__write_file", "arguments": map[string]any{"path": "/workspace/k8s-pod-test.txt", "content": "written by the pod\n"}})
+	if strings.Contains(string(res), `"isError":true`) {
+		t.Fatalf("write_file in the pod: %s\n%s", res, logsOf(ctx, g))
+	}
+	res = mcp.call("tools/call", map[string]any{"name": "filesystem__read_text_file", "arguments": map[string]any{"path": "/workspace/k8s-pod-test.txt"}})
+	if !strings.Contains(string(res), "written by the pod") {
+		t.Fatalf("read back: %s", res)
+	}
+	if logs := logsOf(ctx, g); strings.Contains(logs, "read-only file system") || strings.Contains(logs, "permission denied") {
+		t.Errorf("the gateway hit a read-only or forbidden path:\n%s", logs)
+	}
+}
+
+// podCustomizers runs a container as the pod spec of w says.
+func podCustomizers(t *testing.T, w k8sWorkload, nw *testcontainers.DockerNetwork, secrets map[string]string, configFiles map[string][]byte, extra ...testcontainers.ContainerCustomizer) []testcontainers.ContainerCustomizer {
+	t.Helper()
+	c := w.Spec.Containers[0]
+	pod := w.Spec.SecurityContext
+	if pod == nil || pod.RunAsUser == nil {
+		t.Fatalf("%s: no pod runAsUser", w)
+	}
+	user := fmt.Sprint(*pod.RunAsUser)
+	group := user
+	if pod.RunAsGroup != nil {
+		group = fmt.Sprint(*pod.RunAsGroup)
+	}
+	fsGroup := group
+	if pod.FSGroup != nil {
+		fsGroup = fmt.Sprint(*pod.FSGroup)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			if v, ok := secrets[e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key]; ok {
+				env[e.Name] = v
+			}
+		default:
+			env[e.Name] = e.Value
+		}
+	}
+	volumes := map[string]string{} // name → kind
+	for _, v := range w.Spec.Volumes {
+		switch {
+		case v.EmptyDir != nil:
+			volumes[v.Name] = "emptyDir"
+		case v.PersistentVolumeClaim != nil:
+			volumes[v.Name] = "claim"
+		case v.ConfigMap != nil:
+			volumes[v.Name] = "configMap"
+		default:
+			t.Fatalf("%s: volume %s of a kind this test does not run", w, v.Name)
+		}
+	}
+	tmpfs := map[string]string{}
+	var mounts []mount.Mount
+	for _, vm := range c.VolumeMounts {
+		switch volumes[vm.Name] {
+		case "emptyDir", "claim":
+			// Writable by the pod's user, as fsGroup makes them.
+			tmpfs[vm.MountPath] = "rw,uid=" + user + ",gid=" + fsGroup + ",mode=0770"
+		case "configMap":
+			if configFiles == nil {
+				t.Fatalf("%s mounts a ConfigMap the test has no files for", w)
+			}
+			dir := t.TempDir()
+			for name, b := range configFiles {
+				if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: vm.MountPath, ReadOnly: true})
+		default:
+			t.Fatalf("%s mounts unknown volume %s", w, vm.Name)
+		}
+	}
+	sc := c.SecurityContext
+	opts := []testcontainers.ContainerCustomizer{
+		network.WithNetwork(nil, nw),
+		testcontainers.WithLabels(map[string]string{"dev.ironcurtain.deploy-test": "1"}),
+		testcontainers.WithEnv(env),
+		testcontainers.WithConfigModifier(func(cc *container.Config) {
+			cc.User = user + ":" + group
+			cc.Healthcheck = &container.HealthConfig{Test: []string{"NONE"}}
+			if len(c.Args) > 0 {
+				cc.Cmd = c.Args
+			}
+		}),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.ReadonlyRootfs = isTrue(sc.ReadOnlyRootFilesystem)
+			if sc.Capabilities != nil {
+				hc.CapDrop = sc.Capabilities.Drop
+			}
+			if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
+				hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges:true")
+			}
+			hc.Tmpfs = tmpfs
+			hc.Mounts = append(hc.Mounts, mounts...)
+		}),
+	}
+	if len(c.Command) > 0 {
+		opts = append(opts, testcontainers.WithEntrypoint(c.Command...))
+	}
+	return append(opts, extra...)
+}
+
+func logsOf(ctx context.Context, c *testcontainers.DockerContainer) string {
+	rc, err := c.Logs(context.WithoutCancel(ctx))
+	if err != nil {
+		return err.Error()
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
+	return string(b)
+}
+
+func httpJSON(t *testing.T, method, url, token string, in, out any) (int, []byte) {
+	t.Helper()
+	b, _ := json.Marshal(in)
+	req, _ := http.NewRequest(method, url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		_ = json.Unmarshal(body, out)
+	}
+	return resp.StatusCode, body
+}
+
+// mcpClient speaks just enough MCP (streamable HTTP, JSON-RPC) for the test.
+type mcpClient struct {
+	t       *testing.T
+	url     string
+	token   string
+	session string
+	id      int
+}
+
+func (m *mcpClient) post(body map[string]any) (*http.Response, []byte) {
+	m.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, m.url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+m.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if m.session != "" {
+		req.Header.Set("Mcp-Session-Id", m.session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
+		m.session = s
+	}
+	return resp, out
+}
+
+func (m *mcpClient) notify(method string) {
+	m.t.Helper()
+	resp, body := m.post(map[string]any{"jsonrpc": "2.0", "method": method})
+	if resp.StatusCode/100 != 2 {
+		m.t.Fatalf("%s: %d %s", method, resp.StatusCode, body)
+	}
+}
+
+// call returns the JSON-RPC result of method (from a JSON or an event-stream answer).
+func (m *mcpClient) call(method string, params any) json.RawMessage {
+	m.t.Helper()
+	m.id++
+	resp, body := m.post(map[string]any{"jsonrpc": "2.0", "id": m.id, "method": method, "params": params})
+	if resp.StatusCode != http.StatusOK {
+		m.t.Fatalf("%s: %d %s", method, resp.StatusCode, body)
+	}
+	payload := body
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		payload = nil
+		sc := bufio.NewScanner(bytes.NewReader(body))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok {
+				payload = []byte(strings.TrimSpace(d))
+			}
+		}
+	}
+	var msg struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(payload, &msg); err != nil || msg.Error != nil {
+		m.t.Fatalf("%s: %v %s", method, err, body)
+	}
+	return msg.Result
+}
