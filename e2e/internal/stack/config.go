@@ -20,6 +20,7 @@ const (
 type configParams struct {
 	Sessions     []string     // sessions with a token file (besides "agent" from the environment)
 	EgressSubnet netip.Prefix // the suite's egress network
+	OpsHost      string       // the gateway's name on the ops network (default hostGatewayOps)
 }
 
 // gatewayConfig renders the gateway.yaml the suite mounts into the real
@@ -27,6 +28,10 @@ type configParams struct {
 // the file strictly and refuses to start on an unknown one).
 func gatewayConfig(p configParams) []byte {
 	q := strconv.Quote
+	opsHost := p.OpsHost
+	if opsHost == "" {
+		opsHost = hostGatewayOps
+	}
 	var b strings.Builder
 	b.WriteString(`# gateway.yaml of the IronCurtain end-to-end suite, generated per run by
 # e2e/internal/stack. It is the shipped policy plus what the suite's private
@@ -112,6 +117,6 @@ mcp:
 loop_breaker:
   calls_per_minute: 1000000
   identical_calls: 100000
-`, q(HostAllowed), q(HostGit), hostGatewayOps, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q("https://"+HostApprover+"/v1"), q("https://"+HostGitHub+"/"), q(HostGit))
+`, q(HostAllowed), q(HostGit), opsHost, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q("https://"+HostApprover+"/v1"), q("https://"+HostGitHub+"/"), q(HostGit))
 	return []byte(b.String())
 }

@@ -66,3 +66,19 @@ func TestGatewayConfig(t *testing.T) {
 		t.Fatalf("gateway.yaml holds a secret:\n%s", out)
 	}
 }
+
+// TestReplicaConfig: a replica's gateway.yaml differs from the first
+// gateway's only in the ops API's address (its own name on the ops
+// network).
+func TestReplicaConfig(t *testing.T) {
+	p := configParams{Sessions: []string{"git"}, EgressSubnet: netip.MustParsePrefix("172.30.0.0/16")}
+	first := string(gatewayConfig(p))
+	p.OpsHost = "gateway-b-ops"
+	replica := string(gatewayConfig(p))
+	if want := `listen: "gateway-b-ops:8081"`; !strings.Contains(replica, want) {
+		t.Fatalf("replica config lacks %s:\n%s", want, replica)
+	}
+	if got := strings.Replace(replica, "gateway-b-ops:8081", hostGatewayOps+":8081", 1); got != first {
+		t.Fatalf("replica config differs beyond the ops address:\n%s", replica)
+	}
+}

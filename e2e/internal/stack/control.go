@@ -424,7 +424,7 @@ func (s *Stack) AgentConfigEnv(ctx context.Context) ([]string, error) {
 func (s *Stack) ApproveWithCLI(ctx context.Context, id, reason string) (Escalation, error) {
 	var e Escalation
 	r, err := s.ExecGateway(ctx, "ironcurtain", "escalations", "approve", id, "--reason", reason, "--json",
-		"--ops-url", "http://"+hostGatewayOps+":8081")
+		"--ops-url", "http://"+s.opsHost+":8081")
 	if err != nil {
 		return e, err
 	}

@@ -150,6 +150,11 @@ type Stack struct {
 	Agent    *testcontainers.DockerContainer
 	Shell    *testcontainers.DockerContainer // the agent-shell container (nil unless Options.AgentShellImage)
 	oneShots []*testcontainers.DockerContainer
+
+	// Replicas (replica.go): the extra gateway containers, and in a
+	// replica's view its names on the agent and ops networks.
+	replicas           *[]*testcontainers.DockerContainer
+	agentHost, opsHost string
 }
 
 // Start builds the topology. On error it removes what it created.
@@ -172,7 +177,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	ReapLeftovers(ctx, cli.Client)
 
-	s := &Stack{opts: opts, cli: cli.Client, RunID: randomHex(4), AgentTokens: map[string]string{}}
+	s := &Stack{opts: opts, cli: cli.Client, RunID: randomHex(4), AgentTokens: map[string]string{},
+		replicas: new([]*testcontainers.DockerContainer), agentHost: hostGateway, opsHost: hostGatewayOps}
 	s.labels = map[string]string{LabelRun: s.RunID, LabelPID: strconv.Itoa(os.Getpid())}
 	defer func() {
 		if err != nil {
@@ -218,7 +224,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 
 // Close removes every container, network and volume of the run.
 func (s *Stack) Close(ctx context.Context) {
-	for _, c := range append([]*testcontainers.DockerContainer{s.Shell, s.Agent, s.Gateway, s.Internet, s.Postgres}, s.oneShots...) {
+	all := append([]*testcontainers.DockerContainer{s.Shell, s.Agent, s.Gateway, s.Internet, s.Postgres}, s.oneShots...)
+	for _, c := range append(all, *s.replicas...) {
 		if c != nil {
 			_ = c.Terminate(ctx, testcontainers.StopTimeout(time.Second))
 		}
@@ -425,8 +432,20 @@ func (s *Stack) ipOn(ctx context.Context, c *testcontainers.DockerContainer, n *
 }
 
 func (s *Stack) startGateway(ctx context.Context) error {
+	c, err := s.runGateway(ctx, "gateway", hostGateway, hostGatewayOps)
+	s.Gateway = c
+	if err != nil {
+		return err
+	}
+	return s.WaitGatewayReady(ctx, 2*time.Minute)
+}
+
+// runGateway starts a gateway container (role names it) with agentHost its
+// name on the agent network and opsHost on the ops network, where the ops
+// API listens; it does not wait for readiness.
+func (s *Stack) runGateway(ctx context.Context, role, agentHost, opsHost string) (*testcontainers.DockerContainer, error) {
 	files := []testcontainers.ContainerFile{
-		{Reader: bytesReader(gatewayConfig(configParams{Sessions: s.opts.Sessions, EgressSubnet: s.EgressSubnet})), ContainerFilePath: gatewayConfigPath, FileMode: 0o644},
+		{Reader: bytesReader(gatewayConfig(configParams{Sessions: s.opts.Sessions, EgressSubnet: s.EgressSubnet, OpsHost: opsHost})), ContainerFilePath: gatewayConfigPath, FileMode: 0o644},
 		// The run's CA is the gateway's whole system trust store: Go (the
 		// relay) and git (the push) read this file, and in the suite every
 		// upstream is the internet container.
@@ -437,10 +456,10 @@ func (s *Stack) startGateway(ctx context.Context) error {
 			ContainerFilePath: agentTokenDir + "/" + name, FileMode: 0o644})
 	}
 	c, err := testcontainers.Run(ctx, s.opts.GatewayImage,
-		testcontainers.WithName(s.name("gateway")),
+		testcontainers.WithName(s.name(role)),
 		testcontainers.WithLabels(s.labels),
-		network.WithNetwork([]string{hostGatewayOps}, s.opsNet), // first: the published port lives here
-		network.WithNetwork([]string{hostGateway}, s.agentNet),
+		network.WithNetwork([]string{opsHost}, s.opsNet), // first: the published port lives here
+		network.WithNetwork([]string{agentHost}, s.agentNet),
 		network.WithNetwork(nil, s.egressNet),
 		network.WithNetwork(nil, s.dbNet),
 		testcontainers.WithEntrypoint("ironcurtain"),
@@ -461,11 +480,10 @@ func (s *Stack) startGateway(ctx context.Context) error {
 		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, workspace)),
 		testcontainers.WithFiles(files...),
 	)
-	s.Gateway = c
 	if err != nil {
-		return fmt.Errorf("starting the gateway: %w", err)
+		return c, fmt.Errorf("starting the %s: %w", role, err)
 	}
-	return s.WaitGatewayReady(ctx, 2*time.Minute)
+	return c, nil
 }
 
 func (s *Stack) startAgent(ctx context.Context) error {
@@ -527,17 +545,18 @@ func (s *Stack) ExecShell(ctx context.Context, env []string, cmd ...string) (Exe
 
 // AgentEnv is the agent's environment for a session: what the Compose
 // file gives the agent container (the agent token, the gateway's MCP,
-// model and proxy URLs) and nothing else.
+// model and proxy URLs) and nothing else. In a replica's view (replica.go)
+// the URLs name that replica.
 func (s *Stack) AgentEnv(session string) map[string]string {
 	tok := s.AgentTokens[session]
-	proxy := "http://" + session + ":" + tok + "@" + hostGateway + ":3128"
+	proxy := "http://" + session + ":" + tok + "@" + s.agentHost + ":3128"
 	return map[string]string{
 		"IRONCURTAIN_AGENT_TOKEN":    tok,
-		"IRONCURTAIN_MCP_URL":        "http://" + hostGateway + ":8080/mcp",
-		"IRONCURTAIN_MODEL_BASE_URL": "http://" + hostGateway + ":8080/llm",
+		"IRONCURTAIN_MCP_URL":        s.MCPURL(),
+		"IRONCURTAIN_MODEL_BASE_URL": "http://" + s.agentHost + ":8080/llm",
 		"HTTPS_PROXY":                proxy,
 		"HTTP_PROXY":                 proxy,
-		"NO_PROXY":                   hostGateway,
+		"NO_PROXY":                   s.agentHost,
 	}
 }
 
