@@ -113,6 +113,12 @@ func sessionRow(s opsapi.SessionSummary) console.SessionRow {
 			parts = append(parts, fmt.Sprintf("$%.2f/$%.2f", s.LLMCostUSD, b.MaxCostUSD))
 		}
 		row.Budget = strings.Join(parts, ", ")
+		if m.RevokedAt != nil {
+			row.Revoked = "revoked by " + m.RevokedBy + " at " + m.RevokedAt.UTC().Format("2006-01-02 15:04:05Z")
+			if m.RevokeReason != "" {
+				row.Revoked += ": " + m.RevokeReason
+			}
+		}
 	}
 	return row
 }

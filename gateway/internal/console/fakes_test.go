@@ -191,7 +191,8 @@ func newWorld(t testing.TB, payload string) *world {
 		check: audit.SessionCheck{SessionID: "s1", Records: 3, Break: &audit.Break{SessionID: "s1", Table: "tool_calls", RowID: payload, Problem: payload}},
 	}
 	admin := &fakeAdmin{rows: []SessionRow{{SessionSummary: opsapi.SessionSummary{SessionID: "s1" + payload, ToolCalls: 3, LastSeen: t0},
-		Name: payload, Status: "active", Minted: true, Labels: map[string]string{payload: payload}, Budget: "3/10 tool calls"}}}
+		Name: payload, Status: "active", Minted: true, Labels: map[string]string{payload: payload}, Budget: "3/10 tool calls"},
+		{SessionSummary: opsapi.SessionSummary{SessionID: "s2", LastSeen: t0}, Status: "revoked", Minted: true, Revoked: "revoked by alice: " + payload}}}
 	ops, err := opsapi.NewOperators(map[string]opsapi.OperatorToken{"alice": operatorToken})
 	if err != nil {
 		t.Fatal(err)

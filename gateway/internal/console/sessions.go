@@ -31,6 +31,8 @@ type SessionRow struct {
 	// Budget in words ("" = none), e.g. "12/100 tool calls".
 	Budget string
 	Labels map[string]string
+	// Revoked says who revoked the session, when and why ("" when not).
+	Revoked string
 }
 
 // MintRequest is the create form.
