@@ -243,7 +243,8 @@ func (p *Proxy) decideSecrets(ctx context.Context, st *reqState, sc *policy.Secr
 		sum := sha256.Sum256([]byte(st.kind + " " + h.HostPort(port)))
 		digest = hex.EncodeToString(sum[:])
 	}
-	args, _ := json.Marshal(map[string]any{"host": h.String(), "port": port, "kind": st.kind, "method": st.method, "secrets": findings,
+	shown := shownHost(h, hits)
+	args, _ := json.Marshal(map[string]any{"host": shown, "port": port, "kind": st.kind, "method": st.method, "secrets": findings,
 		"request_sha256": digest})
 	res, err := p.escalator.Escalate(ctx, escalation.Request{
 		CallID:    st.id,
@@ -251,7 +252,7 @@ func (p *Proxy) decideSecrets(ctx context.Context, st *reqState, sc *policy.Secr
 		Kind:      "egress",
 		Args:      args,
 		Rule:      policy.RuleSecretEgress,
-		Reason:    d.OperatorReason() + " (egress to " + h.HostPort(port) + ")",
+		Reason:    d.OperatorReason() + " (egress to " + shown + " port " + strconv.Itoa(port) + ")",
 		// No resource: an "approve similar" of the host (a domain scope)
 		// must never cover a request that carries a secret.
 	})
@@ -272,6 +273,22 @@ func (p *Proxy) decideSecrets(ctx context.Context, st *reqState, sc *policy.Secr
 		rule += " approved by " + res.DecidedBy
 	}
 	return rule, "a human approved this request despite: " + d.Reason, nil
+}
+
+// shownHost is the host as an escalation may show it: whole, unless the
+// finding is in the host name itself (a key or a gateway secret spelled
+// into labels), when only its last two labels are shown.
+func shownHost(h netpolicy.Host, hits []secretscan.Hit) string {
+	for _, x := range hits {
+		if x.Where == "host name" || strings.HasPrefix(x.Where, "host label ") {
+			labels := strings.Split(h.String(), ".")
+			if len(labels) > 2 {
+				labels = labels[len(labels)-2:]
+			}
+			return "(labels hidden)." + strings.Join(labels, ".")
+		}
+	}
+	return h.String()
 }
 
 // errNoScan is what an inspector failure is recorded as.

@@ -239,8 +239,15 @@ func TestProxySecretsConnectHost(t *testing.T) {
 			if n := esc.count(); n != tt.wantEsc {
 				t.Fatalf("%d escalations; want %d", n, tt.wantEsc)
 			}
-			if tt.wantEsc > 0 && tt.wantRule == policy.RuleSecretEgress && esc.requests[0].Rule != policy.RuleSecretEgress {
-				t.Fatalf("escalation %+v", esc.requests[0])
+			if tt.wantEsc > 0 && tt.wantRule == policy.RuleSecretEgress {
+				er := esc.requests[0]
+				if er.Rule != policy.RuleSecretEgress {
+					t.Fatalf("escalation %+v", er)
+				}
+				// The host carries the finding: the operator is not shown it.
+				if strings.Contains(er.Reason+string(er.Args), strings.Split(tt.host, ".")[0]) || !strings.Contains(er.Reason, "(labels hidden).exfil.test") {
+					t.Fatalf("the escalation shows the host's secret labels: %q %s", er.Reason, er.Args)
+				}
 			}
 		})
 	}
