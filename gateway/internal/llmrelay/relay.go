@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/tracing"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -93,6 +95,9 @@ type Deps struct {
 	Secrets    SecretSource
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
+	// Tracer starts a span per relayed call (optional; nil: package
+	// tracing's, a no-op unless OTEL_* variables turned traces on).
+	Tracer trace.Tracer
 }
 
 // Relay is the model relay. It is safe for concurrent use.
@@ -113,6 +118,7 @@ type Relay struct {
 	prices    *priceTable
 	metrics   *metrics
 	log       *slog.Logger
+	tracer    trace.Tracer
 	transport *http.Transport
 	auditDown atomic.Bool // the last audit write failed: refuse new calls
 }
@@ -150,6 +156,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		ledger:            newLedger(cfg.Budget, cfg.SessionBudgets, deps.Spend, orDefault(cfg.MaxConcurrentPerSession, DefaultMaxConcurrentPerSession)),
 		prices:            newPriceTable(cfg.Prices),
 		log:               log,
+		tracer:            deps.Tracer,
 	}
 	if !strings.HasPrefix(r.prefix, "/") {
 		return nil, fmt.Errorf("creating model relay: prefix %q must start with /", cfg.Prefix)
@@ -191,6 +198,9 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		ExpectContinueTimeout:  time.Second,
 		ResponseHeaderTimeout:  r.timeout,
 		MaxResponseHeaderBytes: 1 << 20,
+	}
+	if r.tracer == nil {
+		r.tracer = tracing.Tracer(tracerScope)
 	}
 	return r, nil
 }

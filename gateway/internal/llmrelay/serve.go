@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/netlimit"
@@ -55,6 +56,9 @@ type call struct {
 	cost     float64
 	priceKey string
 	notes    []string // operator detail for the audit record
+
+	span    trace.Span // trace.go
+	traceID string
 }
 
 func (c *call) note(format string, a ...any) { c.notes = append(c.notes, fmt.Sprintf(format, a...)) }
@@ -78,6 +82,7 @@ func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	c := &call{id: uuid.NewString(), start: start, p: p, sess: sess, path: "/" + truncate(rest, 200)}
+	req = r.startSpan(req, c)
 	ep, ok := p.match(rest)
 	if !ok {
 		r.refuse(w, req, c, &refusal{status: http.StatusNotFound, kind: kindNotFound, reason: "path",
@@ -458,7 +463,9 @@ func (r *Relay) finishWith(c *call, returned int) {
 		CostUSD:      c.cost,
 		Duration:     time.Since(c.start),
 		Error:        strings.Join(c.notes, "; "),
+		TraceID:      c.traceID,
 	}
+	endSpan(c, ev, returned)
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
 	if err := r.sink.Record(ctx, ev); err != nil {
