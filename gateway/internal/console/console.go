@@ -26,9 +26,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"ironcurtain.dev/gateway/internal/audit"
 
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/opsapi"
@@ -212,6 +215,10 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 				c.errorPage(w, r, http.StatusForbidden, "Refused: this request did not come from the console.")
 				return
 			}
+			if bad := badFormText(r); bad != "" {
+				c.errorPage(w, r, http.StatusBadRequest, "The form field "+bad+" is not valid text (invalid UTF-8 or a NUL byte).")
+				return
+			}
 			if !checkCSRF(r, sess) {
 				c.log.Warn("console: refused a request without a valid CSRF token", "path", r.URL.Path, "operator", sess.operator)
 				c.errorPage(w, r, http.StatusForbidden, "Refused: the form's CSRF token is missing or wrong. Reload the page and try again.")
@@ -220,6 +227,26 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, sess)))
 	})
+}
+
+// badFormText names the first form field (of a parsed body) whose name or
+// value Postgres could not take, or "" (the form was too large or not a
+// form: the CSRF check refuses it).
+func badFormText(r *http.Request) string {
+	if err := r.ParseForm(); err != nil {
+		return ""
+	}
+	for k, vs := range r.PostForm {
+		if audit.CheckText(k) != nil {
+			return "name"
+		}
+		for _, v := range vs {
+			if audit.CheckText(v) != nil {
+				return strconv.Quote(oneLine(k, 40))
+			}
+		}
+	}
+	return ""
 }
 
 // maxForm bounds a form body.

@@ -448,3 +448,92 @@ func TestMegabyteValuesStayBounded(t *testing.T) {
 		t.Logf("%s: %d bytes", p, n)
 	}
 }
+
+func TestFormTextChecked(t *testing.T) {
+	w := newWorld(t, "x")
+	cl := w.signIn(t)
+	for _, form := range []url.Values{
+		{"id": {"esc-1"}, "action": {"deny"}, "reason": {"a\x00b"}},
+		{"id": {"esc-1"}, "action": {"deny"}, "reason": {"a\xffb"}},
+	} {
+		form.Set("csrf", cl.csrf)
+		if res := cl.post("/ui/escalation/decide", form, ""); res.Code != http.StatusBadRequest || !strings.Contains(res.Body.String(), "reason") {
+			t.Errorf("%q: %d", form.Get("reason"), res.Code)
+		}
+	}
+	if res := cl.post("/ui/sessions/revoke", url.Values{"csrf": {cl.csrf}, "id": {"s1"}, "reason": {"\x00"}}, ""); res.Code != http.StatusBadRequest {
+		t.Errorf("revoke reason with NUL: %d", res.Code)
+	}
+	if len(w.esc.decided)+len(w.admin.revoked) != 0 {
+		t.Fatal("a refused form changed state")
+	}
+}
+
+// TestEventStream: the stream sends an event for each watch signal, and
+// holds at most MaxStreams streams.
+func TestEventStream(t *testing.T) {
+	w := newWorld(t, "x")
+	ch := make(chan struct{}, 1)
+	w.c.deps.Watch = func() (<-chan struct{}, func()) { return ch, func() {} }
+	cl := w.signIn(t)
+	srv := httptest.NewServer(w.c.Handler())
+	defer srv.Close()
+	open := func() (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/events", nil)
+		req.AddCookie(cl.cookie)
+		return http.DefaultClient.Do(req)
+	}
+	res, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	if res.Header.Get("Content-Security-Policy") != ContentSecurityPolicy {
+		t.Fatal("no CSP on the stream")
+	}
+	buf := make([]byte, 4096)
+	read := func(want string) {
+		t.Helper()
+		var got string
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(got, want) && time.Now().Before(deadline) {
+			n, err := res.Body.Read(buf)
+			got += string(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		if !strings.Contains(got, want) {
+			t.Fatalf("stream: want %q, got %q", want, got)
+		}
+	}
+	read("retry: 1000")
+	ch <- struct{}{}
+	read("event: escalations\ndata: changed\n\n")
+
+	// Fill the remaining stream slots; one more is refused.
+	var held []*http.Response
+	defer func() {
+		for _, r := range held {
+			r.Body.Close()
+		}
+	}()
+	for range MaxStreams - 1 {
+		r, err := open()
+		if err != nil || r.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d: %v", len(held), err)
+		}
+		held = append(held, r)
+	}
+	r, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("stream beyond the bound: %d", r.StatusCode)
+	}
+}
