@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The upstream protocol: the client sends an 8-byte big-endian length and
+// that many bytes; the upstream answers one byte once it has them all.
+
+// upstream is the TCP server every path ends at.
+type upstream struct {
+	ln   net.Listener
+	port int
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	open map[net.Conn]struct{}
+}
+
+func startUpstream() (*upstream, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	u := &upstream{ln: ln, port: ln.Addr().(*net.TCPAddr).Port, open: map[net.Conn]struct{}{}}
+	u.wg.Add(1)
+	go u.accept()
+	return u, nil
+}
+
+func (u *upstream) accept() {
+	defer u.wg.Done()
+	for {
+		c, err := u.ln.Accept()
+		if err != nil {
+			return
+		}
+		u.mu.Lock()
+		u.open[c] = struct{}{}
+		u.mu.Unlock()
+		go u.serve(c)
+	}
+}
+
+func (u *upstream) serve(c net.Conn) {
+	defer func() {
+		u.mu.Lock()
+		delete(u.open, c)
+		u.mu.Unlock()
+		abort(c)
+	}()
+	var hdr [8]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return
+	}
+	n := int64(binary.BigEndian.Uint64(hdr[:]))
+	if got, err := io.CopyN(io.Discard, c, n); err != nil || got != n {
+		return
+	}
+	if _, err := c.Write([]byte{1}); err != nil {
+		return
+	}
+	// Wait for the client to go (its reset or EOF through the proxy).
+	_, _ = io.Copy(io.Discard, c)
+}
+
+func (u *upstream) close() {
+	_ = u.ln.Close()
+	u.mu.Lock()
+	for c := range u.open {
+		abort(c)
+	}
+	u.mu.Unlock()
+	u.wg.Wait()
+}
+
+// abort closes c with a reset, so that neither end keeps the port in
+// TIME_WAIT (tens of thousands of connections per run).
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// target is one way to reach the upstream: directly (proxy empty) or
+// through an HTTP CONNECT proxy.
+type target struct {
+	name  string
+	proxy string // host:port; empty: direct
+	pid   int    // the proxy's process (RSS); 0 for direct
+}
+
+// dial opens a connection to the upstream through t: for a proxy, CONNECT
+// 127.0.0.1:port with the agent's Proxy-Authorization (ignored by
+// smokescreen and Squid) and a 200 answer.
+func (t target) dial(upPort int) (net.Conn, error) {
+	up := "127.0.0.1:" + strconv.Itoa(upPort)
+	if t.proxy == "" {
+		return net.Dial("tcp", up)
+	}
+	c, err := net.Dial("tcp", t.proxy)
+	if err != nil {
+		return nil, err
+	}
+	req := "CONNECT " + up + " HTTP/1.1\r\nHost: " + up + "\r\nProxy-Authorization: Basic " + basicToken + "\r\n\r\n"
+	if _, err := io.WriteString(c, req); err != nil {
+		abort(c)
+		return nil, err
+	}
+	// The upstream says nothing before it gets data, so whatever the reader
+	// buffers is the response head only.
+	br := bufio.NewReaderSize(c, 512)
+	status, err := br.ReadString('\n')
+	if err != nil {
+		abort(c)
+		return nil, fmt.Errorf("%s: CONNECT: %w", t.name, err)
+	}
+	if len(status) < 12 || status[9:12] != "200" {
+		abort(c)
+		return nil, fmt.Errorf("%s: CONNECT answered %q", t.name, status)
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			abort(c)
+			return nil, fmt.Errorf("%s: CONNECT: %w", t.name, err)
+		}
+		if line == "\r\n" || line == "\n" {
+			break
+		}
+	}
+	if br.Buffered() > 0 {
+		abort(c)
+		return nil, fmt.Errorf("%s: bytes after the CONNECT answer", t.name)
+	}
+	return c, nil
+}
+
+// send writes the length header and n bytes from buf (repeated) and waits
+// for the upstream's byte.
+func send(c net.Conn, buf []byte, n int64) error {
+	var hdr [8]byte
+	binary.BigEndian.PutUint64(hdr[:], uint64(n))
+	if _, err := c.Write(hdr[:]); err != nil {
+		return err
+	}
+	for left := n; left > 0; {
+		k := min(left, int64(len(buf)))
+		if _, err := c.Write(buf[:k]); err != nil {
+			return err
+		}
+		left -= k
+	}
+	var ack [1]byte
+	_, err := io.ReadFull(c, ack[:])
+	return err
+}
+
+// throughput moves perStream bytes on each of streams connections at once
+// (opened before the clock starts) and returns MB/s (10^6 bytes) overall.
+func throughput(t target, upPort, streams int, perStream int64) (float64, error) {
+	conns := make([]net.Conn, 0, streams)
+	defer func() {
+		for _, c := range conns {
+			abort(c)
+		}
+	}()
+	for range streams {
+		c, err := t.dial(upPort)
+		if err != nil {
+			return 0, err
+		}
+		conns = append(conns, c)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	start := time.Now()
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256<<10)
+			if err := send(c, buf, perStream); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, fmt.Errorf("%s: %w", t.name, err)
+	}
+	return float64(perStream) * float64(streams) / 1e6 / el.Seconds(), nil
+}
+
+// connectResult is a CONNECT + first byte run.
+type connectResult struct {
+	rate     float64 // completed connections per second
+	p50, p99 time.Duration
+}
+
+// connectFirstByte runs workers loops of: connect (CONNECT answered), send
+// one byte, receive the upstream's byte, reset; for d. Latency is per loop.
+func connectFirstByte(t target, upPort, workers int, d time.Duration) (connectResult, error) {
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	lat := make([][]time.Duration, workers)
+	errs := make(chan error, workers)
+	one := []byte{0}
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				t0 := time.Now()
+				c, err := t.dial(upPort)
+				if err != nil {
+					errs <- err
+					return
+				}
+				err = send(c, one, 1)
+				abort(c)
+				if err != nil {
+					errs <- fmt.Errorf("%s: first byte: %w", t.name, err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	el := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return connectResult{}, err
+	}
+	all := slices.Concat(lat...)
+	if len(all) == 0 {
+		return connectResult{}, errors.New(t.name + ": no connection completed")
+	}
+	slices.Sort(all)
+	return connectResult{
+		rate: float64(len(all)) / el.Seconds(),
+		p50:  all[len(all)/2],
+		p99:  all[min(len(all)-1, len(all)*99/100)],
+	}, nil
+}
+
+// idleRSS opens n tunnels through t, leaves them idle, and returns the
+// proxy's resident memory before and with them (KiB). The tunnels are
+// closed on return.
+func idleRSS(t target, upPort, n int) (before, with int64, err error) {
+	if before, err = rssKiB(t.pid); err != nil {
+		return 0, 0, err
+	}
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			abort(c)
+		}
+	}()
+	for range n {
+		c, err := t.dial(upPort)
+		if err != nil {
+			return 0, 0, fmt.Errorf("tunnel %d: %w", len(conns)+1, err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(time.Second) // let the proxy settle (goroutines parked, buffers allocated)
+	with, err = rssKiB(t.pid)
+	return before, with, err
+}

@@ -1,0 +1,180 @@
+// Command benchegress compares IronCurtain's egress proxy with a direct
+// connection, stripe/smokescreen and Squid on loopback (make bench-egress,
+// docs/egress.md "Performance"). Every proxy runs in its own process;
+// the clients and the upstream run in this one. Each repetition restarts
+// the proxies and runs every workload on every path, rotating the order of
+// the paths, so that all of them see the same machine load.
+//
+//	benchegress -smokescreen /path/to/smokescreen -squid /usr/sbin/squid
+//
+// Workloads: one stream of -bytes; -streams streams of -bytes/-streams each;
+// CONNECT + first byte with 1 and -workers workers for -connect-time (rate,
+// p50, p99); the proxy's resident memory with -idle idle tunnels. The
+// ratio column is ours against smokescreen, written so that > 1 means
+// ours is better (a rate divided by a rate, a latency or memory divided
+// into one), from the median of the per-repetition ratios.
+//
+// "benchegress ours -listen ADDR -port N -audit FILE" is our proxy's
+// process (started by the harness itself).
+package main
+
+import (
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+)
+
+// basicToken is the Proxy-Authorization credentials (Basic) of benchToken.
+var basicToken = base64.StdEncoding.EncodeToString([]byte("agent:" + benchToken))
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "ours" {
+		fs := flag.NewFlagSet("ours", flag.ExitOnError)
+		listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+		port := fs.Int("port", 0, "the upstream port (the only one allowed)")
+		auditPath := fs.String("audit", "", "JSON-lines audit file")
+		_ = fs.Parse(os.Args[2:])
+		if err := serveOurs(*listen, *port, *auditPath); err != nil {
+			fmt.Fprintln(os.Stderr, "benchegress ours:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	flag.StringVar(&o.smokescreen, "smokescreen", "", "smokescreen binary (empty: left out)")
+	flag.StringVar(&o.squid, "squid", "", "squid binary (empty: left out)")
+	flag.IntVar(&o.reps, "reps", 3, "repetitions")
+	flag.Int64Var(&o.bytes, "bytes", 1<<30, "bytes of the one-stream run (the multi-stream run moves the same in all)")
+	flag.IntVar(&o.streams, "streams", 32, "streams of the multi-stream run")
+	flag.IntVar(&o.workers, "workers", 32, "workers of the second connect run")
+	flag.DurationVar(&o.connectTime, "connect-time", 3*time.Second, "duration of each connect run")
+	flag.IntVar(&o.idle, "idle", 5000, "idle tunnels for the memory figure")
+	flag.StringVar(&o.dir, "dir", "", "working directory for logs and configs (default: a new temporary one)")
+	flag.Parse()
+	if err := run(o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "benchegress:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	smokescreen, squid string
+	reps               int
+	bytes              int64
+	streams, workers   int
+	connectTime        time.Duration
+	idle               int
+	dir                string
+}
+
+func run(o options, out io.Writer) error {
+	if o.reps < 1 || o.bytes < 1 || o.streams < 1 || o.workers < 1 || o.idle < 0 || o.connectTime <= 0 {
+		return fmt.Errorf("bad options: reps, bytes, streams, workers must be positive, idle not negative")
+	}
+	raiseFileLimit()
+	if o.dir == "" {
+		d, err := os.MkdirTemp("", "bench-egress-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		o.dir = d
+	} else if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+	up, err := startUpstream()
+	if err != nil {
+		return err
+	}
+	defer up.close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var res results
+	for rep := range o.reps {
+		fmt.Fprintf(os.Stderr, "benchegress: repetition %d of %d\n", rep+1, o.reps)
+		procs, err := startProxies(o, self, up.port, rep)
+		if err != nil {
+			return err
+		}
+		err = runRep(o, up.port, procs, rep, &res)
+		for _, p := range procs {
+			p.stop()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	res.print(out, o)
+	return nil
+}
+
+// runRep runs every workload once on every path, the paths in an order
+// rotated by rep.
+func runRep(o options, upPort int, procs []*proc, rep int, res *results) error {
+	targets := []target{{name: "direct"}}
+	for _, p := range procs {
+		targets = append(targets, p.target)
+	}
+	order := func() []target {
+		r := rep % len(targets)
+		return append(append([]target(nil), targets[r:]...), targets[:r]...)
+	}
+	for _, t := range order() {
+		mbs, err := throughput(t, upPort, 1, o.bytes)
+		if err != nil {
+			return err
+		}
+		res.add("1 stream, MB/s", t.name, mbs, higher)
+	}
+	per := max(1, o.bytes/int64(o.streams))
+	for _, t := range order() {
+		mbs, err := throughput(t, upPort, o.streams, per)
+		if err != nil {
+			return err
+		}
+		res.add(fmt.Sprintf("%d streams, MB/s", o.streams), t.name, mbs, higher)
+	}
+	for _, w := range []int{1, o.workers} {
+		for _, t := range order() {
+			r, err := connectFirstByte(t, upPort, w, o.connectTime)
+			if err != nil {
+				return err
+			}
+			res.add(fmt.Sprintf("connect+1st byte, %d worker(s), conn/s", w), t.name, r.rate, higher)
+			res.add(fmt.Sprintf("connect+1st byte, %d worker(s), p50 ms", w), t.name, ms(r.p50), lower)
+			res.add(fmt.Sprintf("connect+1st byte, %d worker(s), p99 ms", w), t.name, ms(r.p99), lower)
+		}
+	}
+	if o.idle > 0 {
+		for _, t := range order() {
+			if t.pid == 0 {
+				continue
+			}
+			before, with, err := idleRSS(t, upPort, o.idle)
+			if err != nil {
+				return err
+			}
+			res.add("RSS idle, MiB", t.name, float64(before)/1024, lower)
+			res.add(fmt.Sprintf("RSS with %d idle tunnels, MiB", o.idle), t.name, float64(with)/1024, lower)
+		}
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// raiseFileLimit lifts the soft limit on open files to the hard one: the
+// idle-tunnel run holds two sockets per tunnel here.
+func raiseFileLimit() {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as our proxy's process ("ours"),
+// as the harness re-executes itself.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "ours" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestHarnessSmoke runs the harness on direct and ours with tiny workloads:
+// every row has a value for both paths, and our proxy wrote one audit row
+// per tunnel it relayed.
+func TestHarnessSmoke(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	o := options{reps: 1, bytes: 1 << 20, streams: 4, workers: 4, connectTime: 200 * time.Millisecond, idle: 20, dir: dir}
+	if err := run(o, &out); err != nil {
+		t.Fatal(err)
+	}
+	table := out.String()
+	for _, row := range []string{"1 stream, MB/s", "4 streams, MB/s", "connect+1st byte, 4 worker(s), p99 ms", "RSS with 20 idle tunnels, MiB"} {
+		if !strings.Contains(table, row) {
+			t.Errorf("table lacks row %q:\n%s", row, table)
+		}
+	}
+	b, err := os.ReadFile(dir + "/ours-audit-0.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Count(string(b), "\n")
+	allowed := strings.Count(string(b), `"decision":"allow"`)
+	// 1 + 4 streams and 20 idle tunnels at least, plus the connect runs.
+	if rows < 25 || allowed != rows {
+		t.Errorf("audit: %d rows, %d allowed; want >= 25, all allowed", rows, allowed)
+	}
+	t.Logf("\n%s", table)
+}
+
+func TestRatios(t *testing.T) {
+	var r results
+	r.add("rate", "ours", 120, higher)
+	r.add("rate", "smokescreen", 100, higher)
+	r.add("p50", "ours", 1, lower)
+	r.add("p50", "smokescreen", 2, lower)
+	if got := r.ratios("rate"); len(got) != 1 || got[0] != 1.2 {
+		t.Errorf("rate ratio %v, want [1.2]", got)
+	}
+	if got := r.ratios("p50"); len(got) != 1 || got[0] != 2 {
+		t.Errorf("latency ratio %v, want [2] (smokescreen/ours)", got)
+	}
+	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
+		t.Errorf("median %v, want 2.5", m)
+	}
+}
