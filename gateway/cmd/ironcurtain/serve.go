@@ -23,6 +23,7 @@ import (
 	"ironcurtain.dev/gateway/internal/llmrelay"
 	"ironcurtain.dev/gateway/internal/mcphub"
 	"ironcurtain.dev/gateway/internal/metrics"
+	"ironcurtain.dev/gateway/internal/tracing"
 )
 
 // Defaults of the serve command.
@@ -62,7 +63,7 @@ func runServe(ctx context.Context, e env) int {
 		fmt.Fprintf(e.stderr, "ironcurtain serve: --log-level: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))) // trace_id in lines logged inside a span
 	if err := serve(ctx, *cfgPath, e.getenv, log); err != nil {
 		log.Error("gateway stopped", "err", err)
 		fmt.Fprintf(e.stderr, "ironcurtain serve: %v\n", err)
@@ -82,6 +83,9 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	var closers closeStack
 	defer func() { err = errors.Join(err, closers.close(log)) }()
 	startupLimits(cfg, log)
+	if err := startTracing(ctx, getenv, log, &closers); err != nil { // serve_tracing.go
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -65,7 +65,7 @@ func (c *call) escalate(ctx context.Context, ev policy.Evaluation, agentArgs map
 	cancelWait(nil)
 	c.waited = h.now().Sub(waitStart)
 	if res.ID != "" && res.ID != escID {
-		h.log.Warn("escalator used its own escalation id", "call_id", c.id, "want", escID, "got", res.ID)
+		h.log.WarnContext(ctx, "escalator used its own escalation id", "call_id", c.id, "want", escID, "got", res.ID)
 		escID = res.ID
 		notice.EscalationID = escID
 	}

@@ -137,7 +137,7 @@ func (c *call) deny(ctx context.Context, dec *audit.ToolCallDecision) servers.Re
 // (auditLog), not a line per call.
 func (c *call) auditFailed(ctx context.Context, err error) servers.Result {
 	c.h.alog.refused.Fail(1, err)
-	c.h.log.Debug("audit decision not recorded; call refused", "call_id", c.id, "tool", c.e.key, "err", err)
+	c.h.log.DebugContext(ctx, "audit decision not recorded; call refused", "call_id", c.id, "tool", c.e.key, "err", err)
 	msg := fmt.Sprintf("refused %s: the gateway could not record the call in its audit log, so it did not run; tell the operator (call %s)", c.e.key, c.id)
 	return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "audit: "+err.Error(), 0, false)
 }
@@ -207,7 +207,7 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 		return c.finish(ctx, audit.OutcomeTimedOut, servers.ToolError(msg), "timed out", 0, false)
 	}
 	if out.err != nil {
-		h.log.Warn("tool failed in the gateway", "call_id", c.id, "tool", c.e.key, "err", out.err)
+		h.log.WarnContext(ctx, "tool failed in the gateway", "call_id", c.id, "tool", c.e.key, "err", out.err)
 		msg := fmt.Sprintf("%s failed inside the gateway (call %s); the operator can find the detail in the audit log", c.e.key, c.id)
 		return c.finish(ctx, audit.OutcomeError, servers.ToolError(msg), out.err.Error(), 0, false)
 	}

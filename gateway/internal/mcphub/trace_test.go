@@ -1,9 +1,11 @@
 package mcphub
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -22,7 +25,7 @@ type tracedFixture struct {
 	exp *tracetest.InMemoryExporter
 }
 
-func newTracedFixture(t *testing.T) *tracedFixture {
+func newTracedFixture(t *testing.T, log ...*slog.Logger) *tracedFixture {
 	t.Helper()
 	f := newPipelineFixture(t, Config{}, false)
 	exp := tracetest.NewInMemoryExporter()
@@ -33,6 +36,9 @@ func newTracedFixture(t *testing.T) *tracedFixture {
 		Servers: []servers.Server{f.srv}, Policy: f.pol, Escalator: f.esc, Audit: f.sink,
 		Auth: fakeAuth{}, NewID: seqIDs(), Tracer: tp.Tracer(tracerScope),
 	})
+	if len(log) > 0 {
+		f.hub.log = log[0]
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,5 +253,21 @@ func TestTraceOffByDefault(t *testing.T) {
 	f.hub.Call(context.Background(), CallRequest{Session: session.Session{ID: "s1"}, Tool: "files__read", Args: map[string]any{}})
 	if d := f.sink.decisions(); len(d) != 1 || d[0].TraceID != "" {
 		t.Fatalf("decisions %+v", d)
+	}
+}
+
+// A line the pipeline logs about a call carries the call's trace id.
+func TestTraceIDInLogLines(t *testing.T) {
+	var buf bytes.Buffer
+	f := newTracedFixture(t, slog.New(tracing.LogHandler(slog.NewJSONHandler(&buf, nil))))
+	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{})
+	f.srv.run = func(context.Context, string, map[string]any) (servers.Result, error) {
+		return servers.Result{}, errors.New("disk on fire")
+	}
+	f.hub.Call(context.Background(), CallRequest{Session: session.Session{ID: "s1"}, Tool: "files__read", Args: map[string]any{}})
+	root, _, _ := f.tree(t)
+	want := `"trace_id":"` + root.SpanContext.TraceID().String() + `"`
+	if !strings.Contains(buf.String(), "tool failed in the gateway") || !strings.Contains(buf.String(), want) {
+		t.Fatalf("log %s lacks %s", buf.String(), want)
 	}
 }
