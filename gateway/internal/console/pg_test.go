@@ -151,6 +151,26 @@ func TestPGStore(t *testing.T) {
 	if res := cl.get("/ui/sessions"); res.Code != http.StatusOK || !strings.Contains(res.Body.String(), "bench") {
 		t.Fatalf("sessions: %d", res.Code)
 	}
+
+	// Shadow disagreements: only calls the shadow decided otherwise.
+	if _, err := db.Pool.Exec(ctx, `UPDATE tool_calls SET shadow_decision = 'allow', shadow_rule = 'shadow-rule' WHERE call_id IN ('call-10', 'call-11')`); err != nil {
+		t.Fatal(err)
+	}
+	dis, err := PGStore{Pool: db.Pool}.Disagreements(ctx, 10)
+	if err != nil || len(dis) != 1 || dis[0].CallID != "call-10" || dis[0].Decision != "deny" || dis[0].ShadowRule != "shadow-rule" {
+		t.Fatalf("Disagreements: %+v %v", dis, err)
+	}
+
+	// Verify walks the real chain: the seeded rows' placeholder hashes are
+	// a broken chain, and the page says so.
+	check, err := PGStore{Pool: db.Pool}.Verify(ctx, "bench")
+	if err != nil || check.Break == nil {
+		t.Fatalf("Verify: %+v %v", check, err)
+	}
+	res = cl.post("/ui/timeline/verify", map[string][]string{"csrf": {c.sessionsCSRF(t, cl)}, "session": {"bench"}}, "")
+	if res.Code != http.StatusOK || !strings.Contains(res.Body.String(), `class="verified broken"`) {
+		t.Fatalf("verify page: %d", res.Code)
+	}
 }
 
 // sessionsCSRF reads the CSRF token of cl's session.
