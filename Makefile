@@ -169,6 +169,11 @@ fuzz: ## run every fuzzer (or those matching FUZZ=regexp) for FUZZTIME (default 
 bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=200ms) with allocation counts
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(GOTESTFLAGS) $(PKGS)
 
+.PHONY: bench-egress
+bench-egress: ## egress proxy side by side: direct, ours, smokescreen (pinned, built in a temp dir), Squid (docs/egress.md); not part of test
+	@scripts/prereqs.sh bench-egress
+	@GO=$(GO) scripts/bench-egress.sh
+
 .PHONY: images-mode
 images-mode: ## say which images this machine uses (offline or standard) and why
 	@echo "images: $(if $(filter 1,$(offline)),offline,standard) ($(offline_why)); base $(BASE_IMAGE), postgres $(IC_POSTGRES_IMAGE)"

@@ -2,13 +2,15 @@
 # Installs what `make up`, `make test` and CI need on a fresh Debian/Ubuntu machine, and
 # nothing when it is all there (a second run installs and downloads nothing).
 #
-# usage: scripts/prereqs.sh up|test|ci|go-path
+# usage: scripts/prereqs.sh up|test|ci|bench-egress|go-path
 #
 #   up       for `make up`: system packages, Go, a Docker daemon that answers, a Compose tool;
 #            a missing Docker daemon is an error
 #   test     for `make test`: the same; without a Docker daemon the tests that need it skip
 #            (a warning), except with CI=true, where it is an error
 #   ci       for .ci/run: `test`, then the tool versions
+#   bench-egress  for `make bench-egress` only: Go, and Debian's squid (the benchmark's
+#            third proxy; never installed for `make test`)
 #   go-path  print the Go command to use: `go` when the one on PATH is Go >= 1.26, else the
 #            pinned toolchain's path in the cache (installed by the other modes)
 #
@@ -226,7 +228,11 @@ case $mode in
     ensure_docker "$([[ $ci == true ]] && echo 1 || echo 0)"
     versions
     ;;
+  bench-egress)
+    install_go
+    [[ -x /usr/sbin/squid ]] || command -v squid >/dev/null || apt_install squid
+    ;;
   *)
-    die "usage: scripts/prereqs.sh up|test|ci|go-path"
+    die "usage: scripts/prereqs.sh up|test|ci|bench-egress|go-path"
     ;;
 esac
