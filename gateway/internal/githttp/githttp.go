@@ -58,6 +58,7 @@ import (
 	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -436,7 +437,8 @@ func (h *Handler) egress(ctx context.Context, rp repo, method string, start time
 	}
 	ev := &audit.EgressEvent{ID: uuid.NewString(), SessionID: info.SessionID, ToolCallID: info.CallID, Time: start,
 		Kind: "git", Method: method, Host: host, Port: port, Decision: "allow",
-		Reason: "git " + method + " of " + rp.url + " by the git HTTP door", BytesUp: bytesUp, Duration: h.now().Sub(start)}
+		Reason: "git " + method + " of " + rp.url + " by the git HTTP door", BytesUp: bytesUp, Duration: h.now().Sub(start),
+		TraceID: tracing.TraceID(ctx)}
 	if err != nil {
 		ev.Error = gitwire.Sanitize(err.Error())
 	}

@@ -22,6 +22,7 @@ import (
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -381,7 +382,8 @@ func (h *Handler) egress(ctx context.Context, sessionID, method, target string, 
 	}
 	ev := &audit.EgressEvent{ID: uuid.NewString(), SessionID: sessionID, ToolCallID: info.CallID, Time: start,
 		Kind: "github", Method: method, Host: u.Hostname(), Port: port, Decision: "allow",
-		Reason: fmt.Sprintf("GitHub relay: %s %s answered %d", method, clip(u.Path), status), BytesUp: up, BytesDown: down, Duration: time.Since(start)}
+		Reason: fmt.Sprintf("GitHub relay: %s %s answered %d", method, clip(u.Path), status), BytesUp: up, BytesDown: down, Duration: time.Since(start),
+		TraceID: tracing.TraceID(ctx)}
 	if info.CallID == "" {
 		ev.Reason = "GitHub relay: node lookup to decide a mutation, answered " + strconv.Itoa(status)
 	}

@@ -17,6 +17,7 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/egress"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -133,7 +134,7 @@ func (s *Server) hop(ctx context.Context, client *http.Client, u netpolicy.URL, 
 	start := s.now()
 	ev := &audit.EgressEvent{
 		ID: s.newID(), SessionID: ci.SessionID, ToolCallID: ci.CallID, Time: start,
-		Kind: "fetch", Method: http.MethodGet, Host: u.Host.String(), Port: u.Port,
+		Kind: "fetch", Method: http.MethodGet, Host: u.Host.String(), Port: u.Port, TraceID: tracing.TraceID(ctx),
 	}
 	host := u.Host.String()
 
