@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	mobynet "github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
@@ -159,10 +160,145 @@ func TestKubernetesGatewayPodRuns(t *testing.T) {
 	if logs := logsOf(ctx, g); strings.Contains(logs, "read-only file system") || strings.Contains(logs, "permission denied") {
 		t.Errorf("the gateway hit a read-only or forbidden path:\n%s", logs)
 	}
+
+	t.Run("an agent run finds the gateway without DNS", func(t *testing.T) {
+		agentRunFindsGateway(t, ctx, cli, r, g, nw, ops, operatorToken)
+	})
+}
+
+// agentRunFindsGateway runs one agent run's Job container as its rendered pod
+// spec says, with the Service variables Kubernetes would give it (here the
+// gateway container's address: there is no kube-proxy) and a freshly minted
+// session's token, and the offline demo transcript instead of a model. Its
+// URLs are addresses, never names; the demo writes, reads, is denied a write
+// outside the sandbox and waits for the approval of a deletion, given here.
+func agentRunFindsGateway(t *testing.T, ctx context.Context, cli interface {
+	ImageInspect(context.Context, string, ...client.ImageInspectOption) (client.ImageInspectResult, error)
+}, r k8sRender, g *testcontainers.DockerContainer, nw *testcontainers.DockerNetwork, ops, operatorToken string) {
+	agentImage := imageName("IC_AGENT_IMAGE", "ironcurtain/agent:dev")
+	if _, err := cli.ImageInspect(ctx, agentImage); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("image %s: %v (make images builds it)", agentImage, err)
+		}
+		t.Skipf("image %s is not built (make images): %v", agentImage, err)
+	}
+	run := renderAgentRun(t)
+	aw := byRole(t, run.workloads(t), "agent")[0]
+	ins, err := g.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := ins.NetworkSettings.Networks[nw.Name]
+	if ep == nil || !ep.IPAddress.IsValid() {
+		t.Fatalf("the gateway has no address on %s", nw.Name)
+	}
+	gwIP := ep.IPAddress.String()
+	serviceEnv := map[string]string{}
+	for _, o := range r.ofKind("Service") {
+		var svc struct {
+			Spec struct {
+				ClusterIP string `json:"clusterIP"`
+				Ports     []struct {
+					Port int `json:"port"`
+				} `json:"ports"`
+			} `json:"spec"`
+		}
+		o.decode(t, &svc)
+		if svc.Spec.ClusterIP == "None" || len(svc.Spec.Ports) == 0 {
+			continue
+		}
+		prefix := serviceEnvPrefix(o.Metadata.Name)
+		serviceEnv[prefix+"_SERVICE_HOST"] = gwIP
+		serviceEnv[prefix+"_SERVICE_PORT"] = fmt.Sprint(svc.Spec.Ports[0].Port)
+	}
+
+	var created struct {
+		Token string `json:"token"`
+	}
+	status, body := httpJSON(t, http.MethodPost, ops+"/v1/sessions", operatorToken, map[string]any{"name": "k8s-agent-run", "ttl": "1h"}, &created)
+	if status != http.StatusCreated || created.Token == "" {
+		t.Fatalf("minting the run's session: %d %s", status, body)
+	}
+	secrets := map[string]string{secretAgentToken + "/token": created.Token}
+	override := map[string]string{"IRONCURTAIN_MODEL": "replay:/usr/share/ironcurtain/transcripts/demo.yaml"}
+
+	// What the agent's URLs expand to: addresses only.
+	env := map[string]string{}
+	for k, v := range serviceEnv {
+		env[k] = v
+	}
+	for _, e := range aw.Spec.Containers[0].Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = expandK8s(e.Value, env)
+		} else {
+			env[e.Name] = created.Token
+		}
+	}
+	for _, k := range []string{"IRONCURTAIN_MCP_URL", "IRONCURTAIN_MODEL_BASE_URL", "HTTPS_PROXY", "HTTP_PROXY"} {
+		if !strings.Contains(env[k], "@"+gwIP+":") && !strings.HasPrefix(env[k], "http://"+gwIP+":") {
+			t.Errorf("%s expands to %q: want the gateway's address, no name", k, env[k])
+		}
+	}
+
+	a, err := testcontainers.Run(ctx, agentImage, podCustomizersEnv(t, aw, nw, secrets, nil, serviceEnv, override)...)
+	if a != nil {
+		t.Cleanup(func() { _ = a.Terminate(context.WithoutCancel(ctx)) })
+	}
+	if err != nil {
+		t.Fatalf("starting the agent run: %v", err)
+	}
+	// Its deletion waits for a human: approve it.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var list struct {
+			Escalations []struct {
+				ID   string `json:"id"`
+				Tool string `json:"tool"`
+			} `json:"escalations"`
+		}
+		status, body := httpJSON(t, http.MethodGet, ops+"/v1/escalations?status=pending", operatorToken, nil, &list)
+		if status == http.StatusOK && len(list.Escalations) > 0 {
+			if s, b := httpJSON(t, http.MethodPost, ops+"/v1/escalations/"+list.Escalations[0].ID+"/approve", operatorToken, map[string]string{"reason": "k8s pod test"}, nil); s != http.StatusOK {
+				t.Fatalf("approving: %d %s", s, b)
+			}
+			break
+		}
+		if st, err := a.State(ctx); err == nil && !st.Running {
+			t.Fatalf("the agent run ended (%d) before its escalation: %s", st.ExitCode, logsOf(ctx, a))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no escalation from the agent run (%d %s): %s", status, body, logsOf(ctx, a))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for {
+		st, err := a.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Running {
+			logs := logsOf(ctx, a)
+			if st.ExitCode != 0 || !strings.Contains(logs, "approved: filesystem__move_file") || !strings.Contains(logs, "Demo finished") {
+				t.Fatalf("the agent run exited %d:\n%s", st.ExitCode, logs)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent run did not finish: %s", logsOf(ctx, a))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // podCustomizers runs a container as the pod spec of w says.
 func podCustomizers(t *testing.T, w k8sWorkload, nw *testcontainers.DockerNetwork, secrets map[string]string, configFiles map[string][]byte, extra ...testcontainers.ContainerCustomizer) []testcontainers.ContainerCustomizer {
+	return podCustomizersEnv(t, w, nw, secrets, configFiles, nil, nil, extra...)
+}
+
+// podCustomizersEnv is podCustomizers with the Service variables Kubernetes
+// would put in the pod's environment (and expand in $(NAME) references), and
+// values the test sets instead of the rendered ones.
+func podCustomizersEnv(t *testing.T, w k8sWorkload, nw *testcontainers.DockerNetwork, secrets map[string]string, configFiles map[string][]byte, serviceEnv, override map[string]string, extra ...testcontainers.ContainerCustomizer) []testcontainers.ContainerCustomizer {
 	t.Helper()
 	c := w.Spec.Containers[0]
 	pod := w.Spec.SecurityContext
@@ -179,14 +315,23 @@ func podCustomizers(t *testing.T, w k8sWorkload, nw *testcontainers.DockerNetwor
 		fsGroup = fmt.Sprint(*pod.FSGroup)
 	}
 	env := map[string]string{}
+	for k, v := range serviceEnv {
+		env[k] = v
+	}
 	for _, e := range c.Env {
 		switch {
+		case override[e.Name] != "":
+			env[e.Name] = override[e.Name]
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
-			if v, ok := secrets[e.ValueFrom.SecretKeyRef.Name+"/"+e.ValueFrom.SecretKeyRef.Key]; ok {
+			name := e.ValueFrom.SecretKeyRef.Name
+			if strings.HasPrefix(name, secretAgentToken+"-") {
+				name = secretAgentToken // a generated name: the run's token
+			}
+			if v, ok := secrets[name+"/"+e.ValueFrom.SecretKeyRef.Key]; ok {
 				env[e.Name] = v
 			}
 		default:
-			env[e.Name] = e.Value
+			env[e.Name] = expandK8s(e.Value, env)
 		}
 	}
 	volumes := map[string]string{} // name → kind
@@ -255,6 +400,39 @@ func podCustomizers(t *testing.T, w k8sWorkload, nw *testcontainers.DockerNetwor
 		opts = append(opts, testcontainers.WithEntrypoint(c.Command...))
 	}
 	return append(opts, extra...)
+}
+
+// expandK8s expands $(NAME) as the kubelet does: with a variable defined
+// above (or a Service variable); $$ is a literal $; anything else stays.
+func expandK8s(v string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] != '$' || i+1 >= len(v) {
+			b.WriteByte(v[i])
+			continue
+		}
+		switch v[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(v[i:], ')')
+			if end < 0 {
+				b.WriteString(v[i:])
+				return b.String()
+			}
+			name := v[i+2 : i+end]
+			if val, ok := env[name]; ok {
+				b.WriteString(val)
+			} else {
+				b.WriteString(v[i : i+end+1])
+			}
+			i += end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
 }
 
 func logsOf(ctx context.Context, c *testcontainers.DockerContainer) string {
