@@ -1,12 +1,15 @@
 package deploy
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The Compose profile `observability` (compose/observability/docker-compose.yml,
@@ -103,5 +106,43 @@ func TestObservabilityProfileIsolation(t *testing.T) {
 	}
 	if sc.Authorization.Credentials != "" || sc.Authorization.CredentialsFile == "" {
 		t.Errorf("%s: the operator token must come from a file, never the config", obsPrometheus)
+	}
+}
+
+// TestObservabilityProfileConfigAccepted: Compose accepts the stack with the
+// profile's file added after it (the command docs/observability.md gives).
+func TestObservabilityProfileConfigAccepted(t *testing.T) {
+	var tool []string
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		tool = []string{"docker", "compose"}
+	} else if p, err := exec.LookPath("docker-compose"); err == nil {
+		tool = []string{p}
+	} else {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("neither docker compose nor docker-compose is installed (CI=true)")
+		}
+		t.Skip("neither docker compose nor docker-compose is installed")
+	}
+	env := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(env, []byte("POSTGRES_PASSWORD=p\nIRONCURTAIN_AGENT_TOKEN=a\nIRONCURTAIN_OPERATOR_TOKEN=o\nGRAFANA_ADMIN_PASSWORD=g\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(append([]string{}, tool[1:]...), "-p", composeProject, "--env-file", env,
+		"-f", repoPath(composeFile), "-f", repoPath(obsCompose), "--profile", "observability", "config")
+	out, err := exec.CommandContext(ctx, tool[0], args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s config with the observability profile: %v\n%s", strings.Join(tool, " "), err, out)
+	}
+	// The relative paths resolve under compose/ (the first file's folder).
+	for _, rel := range []string{"compose/observability/prometheus/prometheus.yml", "compose/observability/grafana/dashboards"} {
+		want, err := filepath.Abs(repoPath(rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), want+":") {
+			t.Errorf("the merged configuration does not mount %s:\n%s", want, out)
+		}
 	}
 }
