@@ -36,7 +36,7 @@ const (
 
 // sessions are the agent sessions of the scenarios (one each, so that every
 // scenario's audit trail and hash chain stand alone).
-var sessions = []string{"egress", "files", "git", "relay", "restart", "outage", consoleSession, shellSession, autoSession, replicaSession}
+var sessions = []string{"egress", "files", "git", "relay", "restart", "outage", consoleSession, shellSession, autoSession, replicaSession, replicaSession2}
 
 // shellSession is the session of the agent-shell container (anyagent_test.go).
 const shellSession = "anyagent"

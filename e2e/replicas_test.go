@@ -15,8 +15,13 @@ import (
 )
 
 // replicaSession is the agent session of the replica scenarios: one
-// session whose calls go through both gateways.
-const replicaSession = "replicas"
+// session whose calls go through both gateways. replicaSession2 is a
+// second session for the throughput comparison (one session per replica,
+// as an agent sticks to one replica in Kubernetes).
+const (
+	replicaSession  = "replicas"
+	replicaSession2 = "replicas2"
+)
 
 // replicaDir is where the replica scenarios write in the workspace.
 const replicaDir = "/workspace/replicas"
@@ -52,12 +57,17 @@ type probeReport struct {
 // runPlan runs the probe's MCP client in the agent container with the
 // agent token of replicaSession.
 func runPlan(ctx context.Context, s *stack.Stack, plan probePlan) (probeReport, error) {
+	return runPlanAs(ctx, s, replicaSession, plan)
+}
+
+// runPlanAs runs a plan with the agent token of session.
+func runPlanAs(ctx context.Context, s *stack.Stack, session string, plan probePlan) (probeReport, error) {
 	var rep probeReport
 	in, err := json.Marshal(plan)
 	if err != nil {
 		return rep, err
 	}
-	err = s.Probe(ctx, replicaSession, in, &rep, "mcp")
+	err = s.Probe(ctx, session, in, &rep, "mcp")
 	return rep, err
 }
 
@@ -272,34 +282,74 @@ func waitOutcomes(t *testing.T, ctx context.Context, s *stack.Stack, like string
 	}
 }
 
-// throughput measures audited calls per second: a burst of writes through
-// B alone, then alternating over A and B, interleaved, three times each.
+// throughputCase is one way of sending a burst: per session, the
+// endpoint of each call (nil: alternate A and B).
+type throughputCase struct {
+	name  string
+	loads []sessionLoad
+}
+
+type sessionLoad struct {
+	session string
+	ep      int // 0: A, 1: B, -1: alternate
+	workers int
+}
+
+// throughput measures audited calls per second through one replica and
+// through two: one session (alternating A and B, every call extending the
+// same chain) and two sessions (one per replica, or both on B). The cases
+// run interleaved, three rounds; the median is reported.
 func throughput(t *testing.T, ctx context.Context, b *stack.Stack, endpoints []string) {
-	const n, workers = 150, 8
-	rates := map[string][]float64{}
+	const n = 240 // calls per burst, over all its sessions
+	cases := []throughputCase{
+		{name: "1 session, 1 replica (B)", loads: []sessionLoad{{replicaSession, 1, 8}}},
+		{name: "1 session, 2 replicas (alternating)", loads: []sessionLoad{{replicaSession, -1, 8}}},
+		{name: "2 sessions, 1 replica (B)", loads: []sessionLoad{{replicaSession, 1, 4}, {replicaSession2, 1, 4}}},
+		{name: "2 sessions, 2 replicas (one each)", loads: []sessionLoad{{replicaSession, 0, 4}, {replicaSession2, 1, 4}}},
+	}
+	rates := make([][]float64, len(cases))
 	for round := range 3 {
-		for _, mode := range []string{"one", "two"} {
-			plan := probePlan{Endpoints: endpoints, Workers: workers}
-			for i := range n {
-				ep := 1
-				if mode == "two" {
-					ep = i % 2
+		for ci, tc := range cases {
+			type result struct {
+				rep probeReport
+				err error
+			}
+			out := make(chan result, len(tc.loads))
+			for li, l := range tc.loads {
+				plan := probePlan{Endpoints: endpoints, Workers: l.workers}
+				for i := range n / len(tc.loads) {
+					ep := l.ep
+					if ep < 0 {
+						ep = i % 2
+					}
+					plan.Calls = append(plan.Calls, writeCall(ep, fmt.Sprintf("%s/rate/c%d-r%d-s%d-%d.txt", replicaDir, ci, round, li, i)))
 				}
-				plan.Calls = append(plan.Calls, writeCall(ep, fmt.Sprintf("%s/rate/%s-%d-%d.txt", replicaDir, mode, round, i)))
+				go func() {
+					r, err := runPlanAs(ctx, b, l.session, plan)
+					out <- result{r, err}
+				}()
 			}
-			rep, err := runPlan(ctx, b, plan)
-			if err != nil {
-				t.Fatal(err)
+			var first, last int64
+			for range tc.loads {
+				r := <-out
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				requireOK(t, tc.name, r.rep)
+				if first == 0 || r.rep.Start < first {
+					first = r.rep.Start
+				}
+				last = max(last, r.rep.End)
 			}
-			requireOK(t, "burst "+mode, rep)
-			rate := float64(n) / (float64(rep.End-rep.Start) / 1e9)
-			rates[mode] = append(rates[mode], rate)
+			rates[ci] = append(rates[ci], float64(n/len(tc.loads)*len(tc.loads))/(float64(last-first)/1e9))
 		}
 	}
 	median := func(r []float64) float64 { r = slices.Clone(r); slices.Sort(r); return r[len(r)/2] }
-	one, two := median(rates["one"]), median(rates["two"])
-	t.Logf("replicas: audited write_file calls per second (%d calls, %d workers, median of 3): one replica %.0f %.0f, two replicas %.0f %.0f, ratio %.2fx",
-		n, workers, one, rates["one"], two, rates["two"], two/one)
+	for ci, tc := range cases {
+		t.Logf("replicas: audited write_file calls per second, %s: %.0f (median of %.0f; %d calls, 8 workers)", tc.name, median(rates[ci]), rates[ci], n)
+	}
+	t.Logf("replicas: two replicas / one: %.2fx with one session, %.2fx with two sessions",
+		median(rates[1])/median(rates[0]), median(rates[3])/median(rates[2]))
 }
 
 var killFile = regexp.MustCompile(`/replicas/kill/([ab]-\d+\.txt)`)
