@@ -79,7 +79,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	if v := get(envSDKDisabled); v != "" {
 		off, err := strconv.ParseBool(v)
 		if err != nil {
-			return Settings{}, fmt.Errorf("%s: %q is not a boolean", envSDKDisabled, v)
+			return Settings{}, fmt.Errorf("%s: %s is not a boolean", envSDKDisabled, show(v))
 		}
 		if off {
 			return Settings{}, nil
@@ -93,21 +93,22 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	case "otlp":
 		s.Enabled = true
 	default:
-		return Settings{}, fmt.Errorf("%s: %q is not supported (otlp or none)", envExporter, cut(v, 64))
+		return Settings{}, fmt.Errorf("%s: %s is not supported (otlp or none)", envExporter, show(v))
 	}
 	if !s.Enabled {
 		return Settings{}, nil
 	}
+	protoVar := envTracesProtocol
 	s.Protocol = get(envTracesProtocol)
 	if s.Protocol == "" {
-		s.Protocol = get(envProtocol)
+		protoVar, s.Protocol = envProtocol, get(envProtocol)
 	}
 	switch s.Protocol {
 	case "":
 		s.Protocol = ProtocolHTTP
 	case ProtocolHTTP, ProtocolGRPC:
 	default:
-		return Settings{}, fmt.Errorf("%s: %q is not supported (%s or %s)", envProtocol, cut(s.Protocol, 64), ProtocolHTTP, ProtocolGRPC)
+		return Settings{}, fmt.Errorf("%s: %s is not supported (%s or %s)", protoVar, show(s.Protocol), ProtocolHTTP, ProtocolGRPC)
 	}
 	if err := checkSampler(get(envSampler), get(envSamplerArgument)); err != nil {
 		return Settings{}, err
@@ -126,11 +127,11 @@ func checkSampler(name, arg string) error {
 		}
 		r, err := strconv.ParseFloat(arg, 64)
 		if err != nil || r < 0 || r > 1 {
-			return fmt.Errorf("%s: %q is not a ratio between 0 and 1", envSamplerArgument, cut(arg, 64))
+			return fmt.Errorf("%s: %s is not a ratio between 0 and 1", envSamplerArgument, show(arg))
 		}
 		return nil
 	default:
-		return fmt.Errorf("%s: %q is not supported (always_on, always_off, traceidratio or their parentbased_ forms)", envSampler, cut(name, 64))
+		return fmt.Errorf("%s: %s is not supported (always_on, always_off, traceidratio or their parentbased_ forms)", envSampler, show(name))
 	}
 }
 
@@ -228,6 +229,10 @@ func Text(s string) string {
 		return r
 	}, s)
 }
+
+// show is a bad setting's value fit for an error message: quoted, cut,
+// without control characters.
+func show(v string) string { return strconv.Quote(Text(cut(v, 64))) }
 
 func cut(s string, n int) string {
 	if len(s) <= n {

@@ -37,6 +37,7 @@ func TestFromEnv(t *testing.T) {
 		{name: "unknown exporter", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, wantErr: "OTEL_TRACES_EXPORTER"},
 		{name: "bad disabled", env: map[string]string{"OTEL_SDK_DISABLED": "maybe"}, wantErr: "OTEL_SDK_DISABLED"},
 		{name: "json protocol", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, wantErr: "OTEL_EXPORTER_OTLP_PROTOCOL"},
+		{name: "json traces protocol", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, wantErr: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"},
 		{name: "unknown sampler", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "jaeger_remote"}, wantErr: "OTEL_TRACES_SAMPLER"},
 		{name: "ratio out of range", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, wantErr: "OTEL_TRACES_SAMPLER_ARG"},
 	}
@@ -155,6 +156,34 @@ func FuzzText(f *testing.F) {
 		got := Text(s)
 		if !utf8.ValidString(got) || len(got) > MaxText+len("…") {
 			t.Fatalf("Text(%q) = %q", s, got)
+		}
+	})
+}
+
+// FuzzFromEnv: any values parse or fail without panicking; "none" and a
+// disabled SDK are always off; an enabled result names a supported
+// protocol; an error quotes at most a bounded part of the bad value.
+func FuzzFromEnv(f *testing.F) {
+	f.Add("otlp", "", "grpc", "traceidratio", "0.5", "")
+	f.Add("", "http://c:4318", "", "", "", "false")
+	f.Add("none", "http://c:4318", "http/json", "x", "y", "true")
+	f.Fuzz(func(t *testing.T, exporter, endpoint, protocol, sampler, arg, disabled string) {
+		env := map[string]string{
+			"OTEL_TRACES_EXPORTER": exporter, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+			"OTEL_TRACES_SAMPLER": sampler, "OTEL_TRACES_SAMPLER_ARG": arg, "OTEL_SDK_DISABLED": disabled,
+		}
+		s, err := FromEnv(envOf(env))
+		if err != nil {
+			if len(err.Error()) > 300 {
+				t.Fatalf("error of %d bytes", len(err.Error()))
+			}
+			return
+		}
+		if s.Enabled && s.Protocol != ProtocolHTTP && s.Protocol != ProtocolGRPC {
+			t.Fatalf("enabled with protocol %q", s.Protocol)
+		}
+		if s.Enabled && strings.EqualFold(strings.TrimSpace(exporter), "none") {
+			t.Fatal("OTEL_TRACES_EXPORTER=none turned traces on")
 		}
 	})
 }
