@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"ironcurtain.dev/gateway/internal/escalation"
 )
 
 type metrics struct {
@@ -47,6 +49,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ironcurtain_auto_approver_day_cost_usd",
 			Help: "Estimated US dollars counted against today's (UTC) auto-approver budget.",
 		}),
+	}
+	// Every outcome is exported at 0 from the start, so the first error or
+	// exhausted budget is an increase an alert can see.
+	for _, o := range []string{escalation.OutcomeApproved, escalation.OutcomeHuman, escalation.OutcomeModelDenied,
+		escalation.OutcomeMalformed, escalation.OutcomeError, escalation.OutcomeTimeout, escalation.OutcomeBudget,
+		escalation.OutcomeRateLimited, escalation.OutcomeTooLarge} {
+		m.reviews.WithLabelValues(o)
 	}
 	if reg == nil {
 		return m, nil

@@ -58,6 +58,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Secrets found in what the egress proxy was asked to send (host names, plain-HTTP URLs, headers, bodies), by detector kind.",
 		}, []string{"kind"}),
 	}
+	// Every kind is exported at 0 from the start, so the first finding is an
+	// increase an alert can see.
+	for _, k := range append(secretscan.AllKinds(), KindUnscannedBody) {
+		m.secrets.WithLabelValues(string(k))
+	}
 	if reg == nil {
 		return m, nil
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"ironcurtain.dev/gateway/secretscan"
 )
 
 // latencyBuckets are the upstream latency buckets, in seconds: from a
@@ -65,6 +67,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ironcurtain_relay_secret_findings_total",
 			Help: "Secrets found in model requests, by detector kind. Model requests are exempt from secret scanning's decision (prompts carry code): counted only.",
 		}, []string{"kind"}),
+	}
+	// Every kind is exported at 0 from the start, so the first finding is an
+	// increase an alert can see.
+	for _, k := range secretscan.AllKinds() {
+		m.secrets.WithLabelValues(string(k))
 	}
 	if reg == nil {
 		return m, nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"ironcurtain.dev/gateway/internal/loopguard"
 )
 
 // LoopBreaker records what the per-session loop breaker does
@@ -30,6 +32,17 @@ func NewLoopBreaker(reg prometheus.Registerer) (*LoopBreaker, error) {
 			Name: "ironcurtain_loop_breaker_resolved_total",
 			Help: "Pauses ended, by result (approved: the session goes on; denied: its calls are refused for the cooldown).",
 		}, []string{"result"}),
+	}
+	// Every label value is exported at 0 from the start, so the first trip
+	// is an increase an alert can see.
+	for _, l := range []string{loopguard.LimitRate, loopguard.LimitIdentical, loopguard.LimitDenials} {
+		m.trips.WithLabelValues(l)
+	}
+	for _, st := range []string{"paused", "cooldown"} {
+		m.refused.WithLabelValues(st)
+	}
+	for _, r := range []string{"approved", "denied"} {
+		m.resolved.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m, nil
