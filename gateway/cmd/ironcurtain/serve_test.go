@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -41,8 +42,9 @@ type servedGateway struct {
 }
 
 // startGateway runs serve with the shipped policy on a fresh database and
-// returns its addresses; the gateway stops at the end of the test.
-func startGateway(t *testing.T) servedGateway {
+// returns its addresses; the gateway stops at the end of the test. extra
+// adds environment variables (serve_tracing_test.go: OTEL_*).
+func startGateway(t *testing.T, extra ...map[string]string) servedGateway {
 	t.Helper()
 	db := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -86,6 +88,9 @@ audit:
 		"IRONCURTAIN_AGENT_TOKEN":    testAgentToken,
 		"IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken,
 		"PATH":                       os.Getenv("PATH"),
+	}
+	for _, m := range extra {
+		maps.Copy(env, m)
 	}
 	getenv := func(k string) string { return env[k] }
 
