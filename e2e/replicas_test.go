@@ -33,6 +33,7 @@ type probePlan struct {
 	Workers        int         `json:"workers"`
 	TimeoutSec     int         `json:"timeout_sec,omitempty"`
 	SkipAfterError bool        `json:"skip_after_error,omitempty"`
+	SwapSessions   bool        `json:"swap_sessions,omitempty"`
 }
 
 type probeCall struct {
@@ -96,6 +97,7 @@ func requireOK(t *testing.T, what string, rep probeReport) {
 //     result);
 //   - calls of the session alternate between A and B and keep one linear
 //     hash chain (`ironcurtain audit verify` on both replicas);
+//   - an MCP session id of one replica is refused by the other;
 //   - audited calls per second through one replica and through two;
 //   - A is killed mid-burst while a call waits for an escalation on it:
 //     every file written has its allow decision row, the waiting call did
@@ -136,6 +138,7 @@ func TestReplicas(t *testing.T) {
 	if !t.Run("one session over both replicas keeps one chain", func(t *testing.T) { chainAcross(t, ctx, a, b, endpoints) }) {
 		return
 	}
+	t.Run("an MCP session opened on one replica is unknown to the other", func(t *testing.T) { foreignSession(t, ctx, b, endpoints) })
 	t.Run("audited calls per second, one replica and two", func(t *testing.T) { throughput(t, ctx, b, endpoints) })
 	t.Run("replica A killed mid-call", func(t *testing.T) { killReplica(t, ctx, a, b, endpoints) })
 }
@@ -350,6 +353,36 @@ func throughput(t *testing.T, ctx context.Context, b *stack.Stack, endpoints []s
 	}
 	t.Logf("replicas: two replicas / one: %.2fx with one session, %.2fx with two sessions",
 		median(rates[1])/median(rates[0]), median(rates[3])/median(rates[2]))
+}
+
+// foreignSession: a client that moves to the other replica with its MCP
+// session id (no new initialize) is refused there (404, as for any
+// unknown session) and nothing runs or is recorded.
+func foreignSession(t *testing.T, ctx context.Context, b *stack.Stack, endpoints []string) {
+	plan := probePlan{Endpoints: endpoints, Workers: 1, SwapSessions: true, Calls: []probeCall{
+		writeCall(0, replicaDir+"/chain/foreign-a.txt"), writeCall(1, replicaDir+"/chain/foreign-b.txt"),
+	}}
+	rep, err := runPlan(ctx, b, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range rep.Calls {
+		if !strings.Contains(c.Err, "HTTP 404") {
+			t.Errorf("call %d with the other replica's MCP session id: %+v, want HTTP 404", i, c)
+		}
+	}
+	n, err := b.SQL(ctx, `SELECT count(*) FROM tool_calls WHERE args LIKE '%/replicas/chain/foreign-%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != "0" {
+		t.Errorf("%s tool_calls rows for calls under a foreign MCP session id", n)
+	}
+	for _, f := range []string{"foreign-a.txt", "foreign-b.txt"} {
+		if ok, err := b.WorkspaceExists(ctx, "/replicas/chain/"+f); err != nil || ok {
+			t.Errorf("%s written under a foreign MCP session id (%v)", f, err)
+		}
+	}
 }
 
 var killFile = regexp.MustCompile(`/replicas/kill/([ab]-\d+\.txt)`)

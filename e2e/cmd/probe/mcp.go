@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,13 @@ type mcpPlan struct {
 	Workers   int       `json:"workers"`
 	// TimeoutSec bounds each call (default 120).
 	TimeoutSec int `json:"timeout_sec"`
+	// SkipAfterError: once a call to an endpoint failed in transport (the
+	// replica is gone), later calls to it are not sent (Err says skipped).
+	SkipAfterError bool `json:"skip_after_error"`
+	// SwapSessions: after opening the MCP sessions, each endpoint's calls
+	// carry the session id another endpoint (the next) handed out, as a
+	// client that moved to another replica without a new initialize.
+	SwapSessions bool `json:"swap_sessions"`
 }
 
 // mcpCall is one tools/call.
@@ -59,6 +67,8 @@ const (
 	mcpProtocolVersion = "2025-06-18"
 	mcpMaxWorkers      = 64
 	mcpMaxBody         = 4 << 20
+	// mcpSkipped is the Err of a call not sent (SkipAfterError).
+	mcpSkipped = "skipped: an earlier call to this endpoint failed in transport"
 )
 
 // mcpCmd runs a plan read from stdin.
@@ -97,8 +107,18 @@ func mcpCmd(stdin io.Reader, getenv func(string) string) (mcpReport, error) {
 		}
 		clients[i] = c
 	}
+	if plan.SwapSessions && len(clients) > 1 {
+		sids := make([]string, len(clients))
+		for i, c := range clients {
+			sids[i] = c.sid
+		}
+		for i, c := range clients {
+			c.sid = sids[(i+1)%len(sids)]
+		}
+	}
 	rep := mcpReport{Calls: make([]mcpCallResult, len(plan.Calls)), Start: time.Now().UnixNano()}
 	next := make(chan int)
+	failed := make([]atomic.Bool, len(plan.Endpoints))
 	var wg sync.WaitGroup
 	for range plan.Workers {
 		wg.Go(func() {
@@ -106,12 +126,19 @@ func mcpCmd(stdin io.Reader, getenv func(string) string) (mcpReport, error) {
 				c := plan.Calls[i]
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(plan.TimeoutSec)*time.Second)
 				res := mcpCallResult{Endpoint: c.Endpoint, Start: time.Now().UnixNano()}
+				if plan.SkipAfterError && failed[c.Endpoint].Load() {
+					cancel()
+					res.End, res.Err = res.Start, mcpSkipped
+					rep.Calls[i] = res
+					continue
+				}
 				isErr, text, err := clients[c.Endpoint].callTool(ctx, c.Tool, c.Args)
 				cancel()
 				res.End = time.Now().UnixNano()
 				res.IsError, res.Text = isErr, text
 				if err != nil {
 					res.Err = err.Error()
+					failed[c.Endpoint].Store(true)
 				}
 				rep.Calls[i] = res
 			}

@@ -109,7 +109,7 @@ func TestMCPPlanTransportErrorGoesOn(t *testing.T) {
 	a := fakeMCP(t, "a", false, &n)
 	defer a.Close()
 	b := fakeMCP(t, "b", false, &n)
-	in := fmt.Sprintf(`{"endpoints":[%q,%q],"calls":[{"endpoint":1,"tool":"x__y"},{"endpoint":0,"tool":"x__z"}]}`, a.URL, b.URL)
+	in := fmt.Sprintf(`{"endpoints":[%q,%q],"skip_after_error":true,"calls":[{"endpoint":1,"tool":"x__y"},{"endpoint":0,"tool":"x__z"},{"endpoint":1,"tool":"x__w"}]}`, a.URL, b.URL)
 	env := func(string) string { return "tok" }
 	// b goes away after the sessions are open: its call fails in
 	// transport, a's still runs.
@@ -133,8 +133,8 @@ func TestMCPPlanTransportErrorGoesOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Calls[0].Err == "" || rep.Calls[1].Err != "" || rep.Calls[1].Text != "x__z via a" {
-		t.Errorf("calls = %+v, want a transport error on b and an answer from a", rep.Calls)
+	if rep.Calls[0].Err == "" || rep.Calls[0].Err == mcpSkipped || rep.Calls[1].Err != "" || rep.Calls[1].Text != "x__z via a" || rep.Calls[2].Err != mcpSkipped {
+		t.Errorf("calls = %+v, want a transport error on b, an answer from a, then b skipped", rep.Calls)
 	}
 }
 
@@ -167,4 +167,25 @@ func FuzzReadRPCAnswer(f *testing.F) {
 			t.Errorf("result %q of %q is not JSON", res, body)
 		}
 	})
+}
+
+func TestMCPPlanSwapSessions(t *testing.T) {
+	var n atomic.Int64
+	a := fakeMCP(t, "a", false, &n)
+	defer a.Close()
+	b := fakeMCP(t, "b", false, &n)
+	defer b.Close()
+	in := fmt.Sprintf(`{"endpoints":[%q,%q],"swap_sessions":true,"calls":[{"endpoint":0,"tool":"x__y"},{"endpoint":1,"tool":"x__z"}]}`, a.URL, b.URL)
+	rep, err := mcpCmd(strings.NewReader(in), func(string) string { return "tok" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range rep.Calls {
+		if !strings.Contains(c.Err, "HTTP 404") {
+			t.Errorf("call %d with the other endpoint's session = %+v, want HTTP 404", i, c)
+		}
+	}
+	if n.Load() != 0 {
+		t.Errorf("%d calls ran under a foreign session id", n.Load())
+	}
 }
