@@ -225,7 +225,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 // Close removes every container, network and volume of the run.
 func (s *Stack) Close(ctx context.Context) {
 	all := append([]*testcontainers.DockerContainer{s.Shell, s.Agent, s.Gateway, s.Internet, s.Postgres}, s.oneShots...)
-	for _, c := range append(all, *s.replicas...) {
+	if s.replicas != nil {
+		all = append(all, *s.replicas...)
+	}
+	for _, c := range all {
 		if c != nil {
 			_ = c.Terminate(ctx, testcontainers.StopTimeout(time.Second))
 		}
