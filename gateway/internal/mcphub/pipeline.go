@@ -346,12 +346,15 @@ func (h *Hub) recordUnknown(ctx context.Context, sess session.Session, name stri
 // refuseBadArgs refuses a call whose arguments are not a JSON object.
 func (h *Hub) refuseBadArgs(ctx context.Context, sess session.Session, e *toolEntry, sent any) servers.Result {
 	defer h.life.enter()()
+	ctx, span := h.startCall(ctx, sess.ID)
+	defer span.End()
 	// Record what was sent (an array, a string, a number), not null.
 	recorded, err := json.Marshal(sent)
 	if err != nil {
 		recorded, _ = json.Marshal(map[string]string{"_unencodable": err.Error()})
 	}
 	c := &call{h: h, e: e, sess: sess, id: h.newID(), start: h.now(), args: recorded, policyVersion: policyVersion(h.snapshot())}
+	c.traced(ctx)
 	h.metrics.Decision(e.server, e.tool, policy.Deny.String())
 	d := policy.Decision{Status: policy.Deny, Rule: policy.RuleInvalidArgument, Reason: "the arguments must be a JSON object"}
 	return c.deny(ctx, c.decision(d, nil))

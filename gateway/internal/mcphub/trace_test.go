@@ -271,3 +271,14 @@ func TestTraceIDInLogLines(t *testing.T) {
 		t.Fatalf("log %s lacks %s", buf.String(), want)
 	}
 }
+
+// Arguments that are not an object are refused under a tool-call span too.
+func TestTraceBadArguments(t *testing.T) {
+	f := newTracedFixture(t)
+	f.hub.refuseBadArgs(context.Background(), session.Session{ID: "s1"}, f.hub.tools["files__read"], []any{"CANARY-array"})
+	root, edges, _ := f.tree(t)
+	sameSet(t, edges, []string{"tool_call>audit.decision", "tool_call>audit.outcome"})
+	if attr(root, "ironcurtain.rule") != policy.RuleInvalidArgument || attr(root, "ironcurtain.outcome") != "denied" {
+		t.Fatalf("attributes %v", root.Attributes)
+	}
+}
