@@ -206,7 +206,7 @@ func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	defer watchdog.Stop()
 	copyFn := pipe
 	if kernel {
-		copyFn = splicePipe
+		copyFn = kernelRelay
 	}
 	errs := make(chan error, 2)
 	go func() { errs <- copyFn(t, c, &st.up, &last) }()

@@ -169,11 +169,21 @@ func runRep(o options, upPort int, procs []*proc, rep int, res *results) error {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// raiseFileLimit lifts the soft limit on open files to the hard one: the
-// idle-tunnel run holds two sockets per tunnel here.
+// raiseFileLimit lifts the limit on open files (inherited by the proxies)
+// to at least 65,536 when allowed (root), else to the hard limit: the
+// idle-tunnel run holds two sockets per tunnel here, and a proxy that
+// splices holds two sockets and up to two pipes (four descriptors) per
+// tunnel.
 func raiseFileLimit() {
 	var l syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err == nil && l.Cur < l.Max {
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return
+	}
+	want := max(l.Max, 65536)
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: want}) == nil {
+		return
+	}
+	if l.Cur < l.Max {
 		l.Cur = l.Max
 		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
 	}
