@@ -89,16 +89,31 @@ func fakeAnthropic(t *testing.T) string {
 }
 
 // runObservedGateway starts serve on a migrated database with the model relay
-// pointed at a fake, keyless Anthropic.
+// and the auto-approver pointed at a fake, keyless Anthropic (whose answer
+// the auto-approver reads as malformed: every escalation still goes to a
+// human), and an external MCP server whose tool has no pin.
 func runObservedGateway(t *testing.T, db *pgtest.DB, sandbox, policyDir string) servedGateway {
 	t.Helper()
 	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	g := servedGateway{api: freeAddr(t), proxy: freeAddr(t), ops: freeAddr(t)}
 	cfg := fmt.Sprintf(`sandbox: %s
 policy_dir: %s
 servers:
   fetch:
     allowed_domains: [example.com]
+  notes:
+    command: %s
+    env:
+      %s: serve
+escalation:
+  auto_approver:
+    enabled: true
+    provider: anthropic
+    model: claude-sonnet-4-5
 agent:
   listen: %s
 egress:
@@ -114,7 +129,7 @@ relay:
   anthropic:
     base_url: %s
     api_key_env: ""
-`, sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool"), fakeAnthropic(t))
+`, sandbox, policyDir, exe, obsMCPServerVar, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool"), fakeAnthropic(t))
 	cfgPath := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -433,7 +448,7 @@ func TestObservabilityLiveMetrics(t *testing.T) {
 	promtool(t)
 	db := pgtest.New(t, pgtest.Migrated())
 	sandbox := t.TempDir()
-	g := runObservedGateway(t, db, sandbox, sandboxPolicy(t, sandbox))
+	g := runObservedGateway(t, db, sandbox, pinNotesEcho(t, sandboxPolicy(t, sandbox)))
 	driveTraffic(t, g, db, sandbox)
 	text := opsMetrics(t, g.ops)
 
@@ -482,6 +497,47 @@ func TestObservabilityLiveMetrics(t *testing.T) {
 		for _, m := range []string{"ironcurtain_audit_failures_total", "ironcurtain_escalations_pending", "ironcurtain_relay_refusals_total"} {
 			if !usedByRules[m] {
 				t.Errorf("no alert watches %s", m)
+			}
+		}
+	})
+
+	// The metrics added with the policy reload, tool pins, the loop breaker,
+	// secret scanning and the auto-approver: each on a panel, and those an
+	// operator must act on watched by an alert.
+	t.Run("dashboard and alerts cover the new features", func(t *testing.T) {
+		for _, m := range []string{
+			"ironcurtain_policy_info", "ironcurtain_policy_reloads_total", "ironcurtain_policy_reload_duration_seconds_bucket",
+			"ironcurtain_tool_pin_mismatches_total",
+			"ironcurtain_loop_breaker_trips_total", "ironcurtain_loop_breaker_refused_calls_total", "ironcurtain_loop_breaker_resolved_total",
+			"ironcurtain_egress_secret_findings_total", "ironcurtain_relay_secret_findings_total",
+			"ironcurtain_auto_approver_reviews_total", "ironcurtain_auto_approver_review_seconds_bucket",
+			"ironcurtain_auto_approver_tokens_total", "ironcurtain_auto_approver_cost_usd_total",
+			"ironcurtain_auto_approver_day_calls", "ironcurtain_auto_approver_day_tokens", "ironcurtain_auto_approver_day_cost_usd",
+		} {
+			if !usedByDashboard[m] {
+				t.Errorf("no dashboard panel shows %s", m)
+			}
+		}
+		for _, m := range []string{
+			"ironcurtain_policy_reloads_total", "ironcurtain_policy_info", "ironcurtain_tool_pin_mismatches_total",
+			"ironcurtain_loop_breaker_trips_total", "ironcurtain_decisions_by_rule_total", "ironcurtain_auto_approver_reviews_total",
+		} {
+			if !usedByRules[m] {
+				t.Errorf("no alert watches %s", m)
+			}
+		}
+		// The gateway saw what it was given: the rug-pulled tool of the
+		// external server (counted by what changed) and the escalation the
+		// auto-approver reviewed (the fake model's answer is not a verdict).
+		for _, series := range []string{
+			`ironcurtain_tool_pin_mismatches_total{change="description",server="notes",tool="echo"} 1`,
+			`ironcurtain_auto_approver_reviews_total{outcome="malformed"} 1`,
+			`ironcurtain_loop_breaker_trips_total{limit="denials"} 0`,
+			`ironcurtain_egress_secret_findings_total{kind="github-token"} 0`,
+			`ironcurtain_policy_reloads_total{result="failed"} 0`,
+		} {
+			if !strings.Contains(text, "\n"+series+"\n") {
+				t.Errorf("/metrics lacks %s", series)
 			}
 		}
 	})
