@@ -9,6 +9,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/netpolicy"
+	"ironcurtain.dev/gateway/policy"
 )
 
 // Label values of Decisions for what is not named one by one.
@@ -104,9 +105,14 @@ func (d *Decisions) Observe(e audit.Event) {
 }
 
 // ruleLabel admits the first MaxRuleLabels distinct rules as themselves.
+// The secret-egress check (a gateway constant, alerted on) is always
+// itself, however many rules came first.
 func (d *Decisions) ruleLabel(rule string) string {
 	if rule == "" {
 		return "none"
+	}
+	if rule == policy.RuleSecretEgress {
+		return rule
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/netpolicy"
+	"ironcurtain.dev/gateway/policy"
 )
 
 type recordingSink struct {
@@ -114,6 +115,11 @@ func TestDecisionsRuleLabelsAreBounded(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(d.rules); n != MaxRuleLabels+1 {
 		t.Errorf("%d rule series, want %d", n, MaxRuleLabels+1)
+	}
+	// The secret-egress check keeps its label past the cap: an alert watches it.
+	d.Observe(&audit.EgressEvent{Decision: "deny", Rule: policy.RuleSecretEgress, Host: "exfil.example"})
+	if got := testutil.ToFloat64(d.rules.WithLabelValues("egress", "deny", policy.RuleSecretEgress)); got != 1 {
+		t.Errorf("%s counted %v past the cap, want 1", policy.RuleSecretEgress, got)
 	}
 }
 
