@@ -16,7 +16,7 @@ const traceFlushTimeout = 5 * time.Second
 // variables ask for them (package tracing) and flushes them when serve
 // closes. A bad value stops the start with an error naming the variable; a
 // collector that cannot be reached never stops the gateway (spans are
-// dropped, the exporter logs through otel's error handler).
+// dropped, and export errors are logged at most once a minute).
 func startTracing(ctx context.Context, getenv func(string) string, log *slog.Logger, closers *closeStack) error {
 	tp, err := tracing.Setup(ctx, getenv, version)
 	if err != nil {
@@ -26,6 +26,7 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 		log.Debug("traces off: no OTEL_* variable asks for them")
 		return nil
 	}
+	tracing.LogErrors(log, tracing.DefaultErrorEvery)
 	log.Info("traces on: OTLP exporter configured from the OTEL_* variables", "protocol", tp.Settings.Protocol)
 	closers.push("trace exporter", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)

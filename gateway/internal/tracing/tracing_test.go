@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -186,4 +188,21 @@ func FuzzFromEnv(f *testing.F) {
 			t.Fatal("OTEL_TRACES_EXPORTER=none turned traces on")
 		}
 	})
+}
+
+func TestErrorLogSummarises(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(0, 0)
+	e := newErrorLog(slog.New(slog.NewJSONHandler(&buf, nil)), time.Minute, func() time.Time { return now })
+	for i := 0; i < 100; i++ { // a collector down: one failure per batch
+		e.Handle(errors.New("connection refused"))
+		now = now.Add(time.Second)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines for 100 errors in 100 s, want 2: %q", len(lines), lines)
+	}
+	if !strings.Contains(lines[1], `"errors_since_last_line":59`) {
+		t.Fatalf("second line %s", lines[1])
+	}
 }
