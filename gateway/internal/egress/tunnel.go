@@ -208,15 +208,25 @@ func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	if kernel {
 		copyFn = kernelRelay
 	}
+	// A direction that fails closes both sockets (after queueing its error,
+	// so that the other direction's "closed" error comes second). The
+	// download direction runs on this goroutine: an idle tunnel costs one
+	// goroutine less.
 	errs := make(chan error, 2)
-	go func() { errs <- copyFn(t, c, &st.up, &last) }()
-	go func() { errs <- copyFn(c, t, &st.down, &last) }()
+	copyDir := func(dst, src net.Conn, n *atomic.Int64) {
+		err := copyFn(dst, src, n, &last)
+		errs <- err
+		if err != nil {
+			_ = c.Close()
+			_ = t.Close()
+		}
+	}
+	go copyDir(t, c, &st.up)
+	copyDir(c, t, &st.down)
 	var first error
 	for i := 0; i < 2; i++ {
 		if err := <-errs; err != nil && first == nil {
 			first = err
-			_ = c.Close()
-			_ = t.Close()
 		}
 	}
 	if idled.Load() {
