@@ -27,19 +27,22 @@ type Kind string
 // The detectors. Each has a pattern below, except KindExact (values the gateway was given)
 // and KindHighEntropy (opaque values in URLs and host names, off by default).
 const (
-	KindPrivateKey        Kind = "private-key"
-	KindGitHubToken       Kind = "github-token"
-	KindGitHubPAT         Kind = "github-fine-grained-token"
-	KindGitLabToken       Kind = "gitlab-token"
-	KindSlackToken        Kind = "slack-token"
-	KindSlackWebhook      Kind = "slack-webhook"
-	KindAnthropicKey      Kind = "anthropic-api-key"
-	KindOpenAIKey         Kind = "openai-api-key"
-	KindGoogleAPIKey      Kind = "google-api-key"
-	KindAWSKeyID          Kind = "aws-access-key-id"
-	KindAWSSecret         Kind = "aws-secret-access-key"
-	KindJWT               Kind = "json-web-token"
-	KindURLPassword       Kind = "url-password"
+	KindPrivateKey   Kind = "private-key"
+	KindGitHubToken  Kind = "github-token"
+	KindGitHubPAT    Kind = "github-fine-grained-token"
+	KindGitLabToken  Kind = "gitlab-token"
+	KindSlackToken   Kind = "slack-token"
+	KindSlackWebhook Kind = "slack-webhook"
+	KindAnthropicKey Kind = "anthropic-api-key"
+	KindOpenAIKey    Kind = "openai-api-key"
+	KindGoogleAPIKey Kind = "google-api-key"
+	KindAWSKeyID     Kind = "aws-access-key-id"
+	KindAWSSecret    Kind = "aws-secret-access-key"
+	KindJWT          Kind = "json-web-token"
+	KindURLPassword  Kind = "url-password"
+	// KindSessionToken is an agent token the gateway minted (icsess_ and 43 base64url
+	// characters): only its digest is stored, so it cannot be matched exactly.
+	KindSessionToken      Kind = "ironcurtain-session-token"
 	KindExact             Kind = "gateway-secret"
 	KindHighEntropy       Kind = "high-entropy-value"
 	maxFindings                = 32
@@ -125,6 +128,8 @@ var patterns = []pattern{
 	{kind: KindJWT, hints: []string{"eyJ"}, back: 0, span: 16 << 10, looseSpan: 64 << 10,
 		re:    regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{16,}`),
 		loose: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`)},
+	{kind: KindSessionToken, hints: []string{"icsess_"}, back: 0, span: 56, group: 1,
+		re: regexp.MustCompile(`\b(icsess_[A-Za-z0-9_\-]{43})(?:[^A-Za-z0-9_\-]|$)`)},
 	{kind: KindURLPassword, hints: []string{"://"}, back: 32, span: 300, group: 1, near: hasUserinfo, valid: plausiblePassword,
 		re:    regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^/\s:@"'<>]{1,100}:([^@\s/"'<>]{1,128})@[A-Za-z0-9\[]`),
 		loose: regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.\-]{0,30}://[^/\s:@"']{0,100}:([^@\s/"']{1,256})@`)},

@@ -21,6 +21,7 @@ var (
 	openAILegacy = "sk-" + strings.Repeat("a1B2c3D4", 6)
 	googleKey    = "AIza" + "SyA-1234567890abcdefghijklmnopqrstu"
 	jwt          = "eyJ" + "hbGciOiJIUzI1NiJ9" + ".eyJ" + "zdWIiOiIxMjM0NTY3ODkwIn0" + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+	sessionToken = "icsess_" + strings.Repeat("Qw3-_zX9aB", 4) + "k7P"
 	privateKey   = "-----BEGIN " + "RSA PRIVATE KEY-----\n" + strings.Repeat("MIIEowIBAAKCAQEAx1y2z3", 4) + "\n-----END RSA PRIVATE KEY-----"
 )
 
@@ -46,6 +47,8 @@ func TestScanFindsEachKind(t *testing.T) {
 		{name: "google", text: "k=" + googleKey + "&", want: KindGoogleAPIKey, secret: googleKey},
 		{name: "google at end", text: googleKey, want: KindGoogleAPIKey, secret: googleKey},
 		{name: "jwt", text: "Authorization: Bearer " + jwt, want: KindJWT, secret: jwt},
+		{name: "minted session token", text: "Bearer " + sessionToken + "\n", want: KindSessionToken, secret: sessionToken},
+		{name: "minted session token at end", text: "t=" + sessionToken, want: KindSessionToken, secret: sessionToken},
 		{name: "url password", text: "clone https://bob:hunter2hunter2@git.example.com/x", want: KindURLPassword, secret: "hunter2hunter2"},
 	}
 	for _, tc := range tests {
@@ -90,6 +93,8 @@ func TestScanIgnoresLookalikes(t *testing.T) {
 		"eyJhbGciOi", // a JWT header alone
 		"sk-" + "ant-short",
 		"xoxb-notatoken",
+		"icsess_short", "TokenPrefix = \"icsess_\"",
+		"icsess_" + strings.Repeat("a", 44), // one character too long: not a minted token
 	} {
 		if fs := d.Scan(text); len(fs) != 0 {
 			t.Errorf("Scan(%q) = %+v, want nothing", text, fs)
