@@ -22,8 +22,11 @@ import (
 const maxSplice = 1 << 20
 
 // idlePipes is the pool of empty pipes; beyond its capacity a pipe given
-// back is closed.
-var idlePipes = make(chan *kpipe, 256)
+// back is closed. Its capacity bounds the pipe memory the kernel accounts
+// to the gateway's user while nothing flows (64 x 1 MiB: the default
+// fs.pipe-user-pages-soft, past which an unprivileged user's new pipes get
+// two pages and splice crawls).
+var idlePipes = make(chan *kpipe, 64)
 
 type kpipe struct{ r, w int }
 
