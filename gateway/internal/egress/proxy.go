@@ -348,15 +348,25 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.finish(st)
 		return
 	}
-	defer p.inflight.Done()
-	defer p.finish(st)
 	p.metrics.active.Inc()
-	defer p.metrics.active.Dec()
+	defer func() {
+		if !st.detached { // else the tunnel's goroutine ends it (hijack)
+			p.end(st)
+		}
+	}()
 	rw := &respWriter{ResponseWriter: w, st: st, idle: p.cfg.IdleTimeout, closeConn: kind == "http"}
 	if kind == "http" && r.Body != nil && r.Body != http.NoBody {
 		r.Body = &idleBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.cfg.IdleTimeout, n: &st.up}
 	}
 	p.gp.ServeHTTP(rw, r.WithContext(withState(ctx, st)))
+}
+
+// end ends a request or tunnel that ServeHTTP counted: its audit event, then
+// the drain's count.
+func (p *Proxy) end(st *reqState) {
+	p.metrics.active.Dec()
+	p.finish(st)
+	p.inflight.Done()
 }
 
 // serveNonProxy answers origin-form requests ("GET / HTTP/1.1"): this port

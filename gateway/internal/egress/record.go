@@ -61,6 +61,10 @@ type reqState struct {
 	release func()
 	// finishers run when the request ends (the handler goroutine only).
 	finishers []func()
+	// detached: a tunnel's relay went on on its own goroutine, which now
+	// owns the state and ends it (Proxy.end); set by hijack before the
+	// handler returns.
+	detached bool
 	// scanDigest is the SHA-256 of what the secret scan read (secrets.go).
 	scanDigest string
 

@@ -27,12 +27,21 @@ var (
 )
 
 // hijack runs an allowed CONNECT tunnel: dial the decided address, answer
-// 200, check the TLS server name, relay until both sides are done or idle.
-// It runs on the request's goroutine, so ServeHTTP (and the audit event)
-// ends when the tunnel does.
+// 200, check the TLS server name, then relay until both sides are done or
+// idle. The relay runs on a goroutine of its own, which ends the tunnel
+// (audit event, drain count: Proxy.end) when it is done, so that net/http's
+// serving goroutine, its buffers and the handler chain's stack are released
+// while the tunnel is open; everything before the relay, and a refusal,
+// stays on the request's goroutine.
 func (p *Proxy) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
-	defer client.Close()
-	defer p.trackConn(client)()
+	detached := false
+	untrackClient := p.trackConn(client)
+	defer func() {
+		if !detached {
+			untrackClient()
+			_ = client.Close()
+		}
+	}()
 	st := stateFrom(req.Context())
 	if st == nil || !st.isAllowed() {
 		if st == nil {
@@ -47,8 +56,13 @@ func (p *Proxy) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) 
 		p.writeRefusal(client, req, st, p.dialRefusal(st, err))
 		return
 	}
-	defer target.Close()
-	defer p.trackConn(target)()
+	untrackTarget := p.trackConn(target)
+	defer func() {
+		if !detached {
+			untrackTarget()
+			_ = target.Close()
+		}
+	}()
 
 	_ = client.SetDeadline(time.Time{})
 	_ = client.SetWriteDeadline(time.Now().Add(p.cfg.IdleTimeout))
@@ -94,9 +108,19 @@ func (p *Proxy) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) 
 	}
 	_ = client.SetDeadline(time.Time{})
 	_ = target.SetDeadline(time.Time{}) // the relay's watchdog bounds idleness from here
-	if err := p.relay(st, client, target); err != nil {
-		st.fail(err)
-	}
+	detached, st.detached = true, true
+	go func() {
+		defer p.end(st)
+		defer func() {
+			untrackClient()
+			_ = client.Close()
+			untrackTarget()
+			_ = target.Close()
+		}()
+		if err := p.relay(st, client, target); err != nil {
+			st.fail(err)
+		}
+	}()
 }
 
 // pinnedDialRaw dials the decided destination of a tunnel (through the same
