@@ -121,9 +121,11 @@ type Proxy struct {
 	secrets   SecretSource
 	log       *slog.Logger
 	tracer    trace.Tracer
-	metrics   *metrics
-	gp        *goproxy.ProxyHttpServer
-	ports     map[int]bool
+	// tracingOff: tracer is the no-op tracer; requests start no span.
+	tracingOff bool
+	metrics    *metrics
+	gp         *goproxy.ProxyHttpServer
+	ports      map[int]bool
 
 	auditDown atomic.Bool // the last audit write failed: refuse new egress
 
@@ -201,6 +203,7 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 	if p.tracer == nil {
 		p.tracer = tracing.Tracer(tracerScope)
 	}
+	p.tracingOff = tracing.Off(p.tracer)
 	for _, pat := range c.Allow {
 		if pat.String() == "*" {
 			p.log.Warn(`egress: allowed_hosts contains "*": every host name may be reached (addresses are still checked)`)

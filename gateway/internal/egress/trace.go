@@ -22,6 +22,9 @@ const (
 // startSpan starts st's span (a new trace: the agent's trace headers are
 // never used) and returns the context the request is served in.
 func (p *Proxy) startSpan(ctx context.Context, st *reqState) context.Context {
+	if p.tracingOff {
+		return ctx
+	}
 	name := spanHTTP
 	if st.kind == "connect" {
 		name = spanConnect

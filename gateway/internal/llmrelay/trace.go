@@ -19,6 +19,9 @@ const spanCall = "llm_relay.call"
 // startSpan starts c's span (a new trace: the agent's trace headers are
 // never used, nor sent to the provider) and returns req in its context.
 func (r *Relay) startSpan(req *http.Request, c *call) *http.Request {
+	if tracing.Off(r.tracer) {
+		return req
+	}
 	ctx, span := r.tracer.Start(req.Context(), spanCall, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(tracing.SessionID.String(c.sess.ID), tracing.LLMProvider.String(c.p.name), tracing.CallID.String(c.id)))
 	c.span, c.traceID = span, tracing.TraceID(ctx)

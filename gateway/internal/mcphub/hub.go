@@ -157,6 +157,8 @@ type Hub struct {
 	watched []servers.Server // servers whose tools are checked against pins
 	loop    *loopguard.Guard // nil: no loop breaker (loop.go)
 	tracer  trace.Tracer     // trace.go
+	// tracingOff: tracer is the no-op tracer; calls start no span.
+	tracingOff bool
 }
 
 // New builds the hub: it checks every server's tools against the policy's
@@ -218,6 +220,7 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	if h.tracer == nil {
 		h.tracer = tracing.Tracer(tracerScope)
 	}
+	h.tracingOff = tracing.Off(h.tracer)
 	if h.newID == nil {
 		h.newID = uuid.NewString
 	}

@@ -32,6 +32,9 @@ const (
 // from the agent is never used) and returns the context the call runs in.
 // Its attributes are names and ids, never arguments: see package tracing.
 func (h *Hub) startCall(ctx context.Context, sessionID string) (context.Context, trace.Span) {
+	if h.tracingOff {
+		return ctx, noSpan
+	}
 	return h.tracer.Start(ctx, spanCall, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(tracing.SessionID.String(sessionID)))
 }
@@ -52,6 +55,9 @@ var noSpan = trace.SpanFromContext(context.Background())
 // for the decision record.
 func (c *call) traced(ctx context.Context) {
 	c.span = trace.SpanFromContext(ctx)
+	if c.h.tracingOff {
+		c.span = noSpan // a span in ctx is someone else's
+	}
 	if !c.span.IsRecording() {
 		return
 	}

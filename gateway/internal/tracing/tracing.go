@@ -243,3 +243,11 @@ func cut(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// Off reports whether t is the no-op tracer Tracer hands out when traces
+// are off: a hot path then skips starting spans altogether (no context, no
+// allocation).
+func Off(t trace.Tracer) bool {
+	_, off := t.(noop.Tracer)
+	return off
+}
