@@ -25,7 +25,7 @@ const maxSplice = 1 << 20
 // back is closed. Its capacity bounds the pipe memory the kernel accounts
 // to the gateway's user while nothing flows (64 x 1 MiB: the default
 // fs.pipe-user-pages-soft, past which an unprivileged user's new pipes get
-// two pages and splice crawls).
+// a minimal buffer and splice crawls).
 var idlePipes = make(chan *kpipe, 64)
 
 type kpipe struct{ r, w int }
