@@ -174,7 +174,7 @@ func newWorld(t testing.TB, payload string) *world {
 	esc := &fakeEsc{list: []escalation.Escalation{
 		{ID: "esc-1", CallID: "call-1", SessionID: "s1", Kind: escalation.KindToolCall, Server: "fs" + payload, Tool: "write" + payload,
 			Args: args, Rule: "rule" + payload, Reason: "reason " + payload, Resource: "/w/" + payload, Status: escalation.StatusPending,
-			Auto: &escalation.AutoReview{Verdict: "human", Outcome: "left", Model: "m" + payload, Reasoning: payload},
+			Auto:      &escalation.AutoReview{Verdict: "human", Outcome: "left", Model: "m" + payload, Reasoning: payload},
 			CreatedAt: t0.Add(-time.Minute), ExpiresAt: t0.Add(4 * time.Minute)},
 		{ID: "esc-0", CallID: "call-0", SessionID: "s1" + payload, Kind: escalation.KindEgress, Server: "egress", Tool: "connect",
 			Args: args, Reason: payload, Resource: "example.com", Status: escalation.StatusDenied, DecidedBy: "alice" + payload,
