@@ -67,6 +67,9 @@ type reqState struct {
 	detached bool
 	// scanDigest is the SHA-256 of what the secret scan read (secrets.go).
 	scanDigest string
+	// hostShown, when set, is the host as the audit event records it: a
+	// secret found in the host name's labels is not stored (shownHost).
+	hostShown string
 
 	mu       sync.Mutex
 	decision string
@@ -137,6 +140,14 @@ func (st *reqState) isAllowed() bool {
 	return st.allowed
 }
 
+// recordedHost is the host the audit event names (st.mu held).
+func (st *reqState) recordedHost() string {
+	if st.hostShown != "" {
+		return st.hostShown
+	}
+	return st.host.String()
+}
+
 func (st *reqState) event() *audit.EgressEvent {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -146,7 +157,7 @@ func (st *reqState) event() *audit.EgressEvent {
 		Time:      st.start,
 		Kind:      st.kind,
 		Method:    st.method,
-		Host:      st.host.String(),
+		Host:      st.recordedHost(),
 		Port:      st.port,
 		Decision:  st.decision,
 		Reason:    st.reason,

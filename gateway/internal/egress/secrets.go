@@ -227,6 +227,12 @@ type replayBody struct {
 func (p *Proxy) decideSecrets(ctx context.Context, st *reqState, sc *policy.SecretScanner, h netpolicy.Host, port int, hits []secretscan.Hit, listed bool) (string, string, *refusal) {
 	d, _ := sc.Decide("", hits)
 	p.metrics.secretFindings(hits)
+	shown := shownHost(h, hits)
+	if shown != h.String() {
+		st.mu.Lock()
+		st.hostShown = shown
+		st.mu.Unlock()
+	}
 	if !listed {
 		// Not named: the host itself may be what carries the secret.
 		d.Reason += "; also: the host is not in the allowlist"
@@ -243,7 +249,6 @@ func (p *Proxy) decideSecrets(ctx context.Context, st *reqState, sc *policy.Secr
 		sum := sha256.Sum256([]byte(st.kind + " " + h.HostPort(port)))
 		digest = hex.EncodeToString(sum[:])
 	}
-	shown := shownHost(h, hits)
 	args, _ := json.Marshal(map[string]any{"host": shown, "port": port, "kind": st.kind, "method": st.method, "secrets": findings,
 		"request_sha256": digest})
 	res, err := p.escalator.Escalate(ctx, escalation.Request{
