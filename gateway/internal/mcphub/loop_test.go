@@ -175,6 +175,8 @@ func TestLoopBreakerPausesALoopingSession(t *testing.T) {
 # HELP ironcurtain_loop_breaker_trips_total Sessions paused behind an escalation because they crossed a limit (rate, identical, denials).
 # TYPE ironcurtain_loop_breaker_trips_total counter
 ironcurtain_loop_breaker_trips_total{limit="denials"} 2
+ironcurtain_loop_breaker_trips_total{limit="identical"} 0
+ironcurtain_loop_breaker_trips_total{limit="rate"} 0
 # HELP ironcurtain_loop_breaker_refused_calls_total Calls refused because their session was paused (waiting for an operator) or cooling down (an operator denied the pause).
 # TYPE ironcurtain_loop_breaker_refused_calls_total counter
 ironcurtain_loop_breaker_refused_calls_total{state="cooldown"} 1
