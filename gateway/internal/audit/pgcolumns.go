@@ -15,7 +15,7 @@ type tableColumns struct {
 		at                                               []time.Time
 		server, tool, args, decision, rule, reason       []string
 		shadowDecision, shadowRule, escalationID, detail []string
-		policyVersion                                    []string
+		policyVersion, traceID                           []string
 		prev, hash                                       [][]byte
 	}
 	out struct {
@@ -27,6 +27,7 @@ type tableColumns struct {
 	}
 	egr struct {
 		id, session, toolCallID, kind, method, host, resolvedIP, decision, reason, rule, errText []string
+		traceID                                                                                  []string
 		seq, bytesUp, bytesDown, durationNS                                                      []int64
 		port                                                                                     []int32
 		at                                                                                       []time.Time
@@ -34,6 +35,7 @@ type tableColumns struct {
 	}
 	llm struct {
 		id, session, provider, model, path, errText []string
+		traceID                                     []string
 		seq, inputTokens, outputTokens, durationNS  []int64
 		statusCode                                  []int32
 		stream                                      []bool
@@ -52,7 +54,7 @@ func (c *tableColumns) add(e Event, seq int64, prev, hash []byte) {
 		d.decision, d.rule, d.reason = append(d.decision, x.Decision), append(d.rule, x.Rule), append(d.reason, x.Reason)
 		d.shadowDecision, d.shadowRule = append(d.shadowDecision, x.ShadowDecision), append(d.shadowRule, x.ShadowRule)
 		d.escalationID, d.detail = append(d.escalationID, x.EscalationID), append(d.detail, x.Detail)
-		d.policyVersion = append(d.policyVersion, x.PolicyVersion)
+		d.policyVersion, d.traceID = append(d.policyVersion, x.PolicyVersion), append(d.traceID, traceIDColumn(x.TraceID))
 		d.prev, d.hash = append(d.prev, prev), append(d.hash, hash)
 	case *ToolCallOutcome:
 		o := &c.out
@@ -66,6 +68,7 @@ func (c *tableColumns) add(e Event, seq int64, prev, hash []byte) {
 		g.kind, g.method, g.host, g.port = append(g.kind, x.Kind), append(g.method, x.Method), append(g.host, x.Host), append(g.port, int32(x.Port))
 		g.resolvedIP, g.decision, g.reason, g.rule = append(g.resolvedIP, x.ResolvedIP), append(g.decision, x.Decision), append(g.reason, x.Reason), append(g.rule, x.Rule)
 		g.bytesUp, g.bytesDown, g.durationNS, g.errText = append(g.bytesUp, x.BytesUp), append(g.bytesDown, x.BytesDown), append(g.durationNS, int64(x.Duration)), append(g.errText, x.Error)
+		g.traceID = append(g.traceID, traceIDColumn(x.TraceID))
 		g.prev, g.hash = append(g.prev, prev), append(g.hash, hash)
 	case *LLMCall:
 		l := &c.llm
@@ -73,6 +76,7 @@ func (c *tableColumns) add(e Event, seq int64, prev, hash []byte) {
 		l.provider, l.model, l.path, l.stream = append(l.provider, x.Provider), append(l.model, x.Model), append(l.path, x.Path), append(l.stream, x.Stream)
 		l.statusCode, l.inputTokens, l.outputTokens = append(l.statusCode, int32(x.StatusCode)), append(l.inputTokens, x.InputTokens), append(l.outputTokens, x.OutputTokens)
 		l.cost, l.durationNS, l.errText = append(l.cost, x.CostUSD), append(l.durationNS, int64(x.Duration)), append(l.errText, x.Error)
+		l.traceID = append(l.traceID, traceIDColumn(x.TraceID))
 		l.prev, l.hash = append(l.prev, prev), append(l.hash, hash)
 	}
 }
@@ -83,7 +87,7 @@ var (
 	toolCallColumns = []string{
 		"call_id text", "session_id text", "seq bigint", "at timestamptz", "server text", "tool text", "args text",
 		"decision text", "rule text", "reason text", "shadow_decision text", "shadow_rule text", "escalation_id text",
-		"detail text", "policy_version text", "prev_hash bytea", "hash bytea",
+		"detail text", "policy_version text", "trace_id text", "prev_hash bytea", "hash bytea",
 	}
 	outcomeColumns = []string{
 		"call_id text", "session_id text", "seq bigint", "at timestamptz", "status text", "duration_ns bigint",
@@ -92,12 +96,12 @@ var (
 	egressColumns = []string{
 		"id text", "session_id text", "seq bigint", "tool_call_id text", "at timestamptz", "kind text", "method text",
 		"host text", "port integer", "resolved_ip text", "decision text", "reason text", "rule text", "bytes_up bigint",
-		"bytes_down bigint", "duration_ns bigint", "error text", "prev_hash bytea", "hash bytea",
+		"bytes_down bigint", "duration_ns bigint", "error text", "trace_id text", "prev_hash bytea", "hash bytea",
 	}
 	llmColumns = []string{
 		"id text", "session_id text", "seq bigint", "at timestamptz", "provider text", "model text", "path text",
 		"stream boolean", "status_code integer", "input_tokens bigint", "output_tokens bigint", "cost_usd float8",
-		"duration_ns bigint", "error text", "prev_hash bytea", "hash bytea",
+		"duration_ns bigint", "error text", "trace_id text", "prev_hash bytea", "hash bytea",
 	}
 	auditTables = []struct {
 		name    string
@@ -116,7 +120,7 @@ func (c *tableColumns) args() (args []any, mask int) {
 	if d := &c.dec; len(d.callID) > 0 {
 		mask |= 1 << 0
 		args = append(args, d.callID, d.session, d.seq, d.at, d.server, d.tool, d.args, d.decision, d.rule, d.reason,
-			d.shadowDecision, d.shadowRule, d.escalationID, d.detail, d.policyVersion, d.prev, d.hash)
+			d.shadowDecision, d.shadowRule, d.escalationID, d.detail, d.policyVersion, d.traceID, d.prev, d.hash)
 	}
 	if o := &c.out; len(o.callID) > 0 {
 		mask |= 1 << 1
@@ -126,12 +130,12 @@ func (c *tableColumns) args() (args []any, mask int) {
 	if g := &c.egr; len(g.id) > 0 {
 		mask |= 1 << 2
 		args = append(args, g.id, g.session, g.seq, g.toolCallID, g.at, g.kind, g.method, g.host, g.port, g.resolvedIP,
-			g.decision, g.reason, g.rule, g.bytesUp, g.bytesDown, g.durationNS, g.errText, g.prev, g.hash)
+			g.decision, g.reason, g.rule, g.bytesUp, g.bytesDown, g.durationNS, g.errText, g.traceID, g.prev, g.hash)
 	}
 	if l := &c.llm; len(l.id) > 0 {
 		mask |= 1 << 3
 		args = append(args, l.id, l.session, l.seq, l.at, l.provider, l.model, l.path, l.stream, l.statusCode,
-			l.inputTokens, l.outputTokens, l.cost, l.durationNS, l.errText, l.prev, l.hash)
+			l.inputTokens, l.outputTokens, l.cost, l.durationNS, l.errText, l.traceID, l.prev, l.hash)
 	}
 	return args, mask
 }
@@ -184,3 +188,19 @@ var writeSQL = func() (sqls [16]string) {
 	}
 	return sqls
 }()
+
+// traceIDColumn is the trace_id column of a record: the id when it is one
+// (32 lowercase hex digits, as the tracer writes it), else empty. The
+// column's check (migration 0009) must never fail a batch of audit rows
+// over a link to telemetry.
+func traceIDColumn(id string) string {
+	if len(id) != 32 {
+		return ""
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return ""
+		}
+	}
+	return id
+}

@@ -145,6 +145,7 @@ type ToolCall struct {
 	EscalationID   string          `json:"escalation_id,omitempty"`
 	Detail         string          `json:"detail,omitempty"`
 	PolicyVersion  string          `json:"policy_version,omitempty"`
+	TraceID        string          `json:"trace_id,omitempty"` // migration 0009; not in the hash chain
 	Outcome        *Outcome        `json:"outcome,omitempty"`
 }
 
@@ -226,7 +227,7 @@ SELECT c.call_id, c.session_id, c.seq, c.at, c.server, c.tool,
        CASE WHEN octet_length(c.args) > $1 THEN left(c.args, $2) END,
        CASE WHEN octet_length(c.args) > $1 THEN encode(sha256(convert_to(c.args, 'UTF8')), 'hex') END,
        c.args_escaped, c.decision, left(c.rule, $3), left(c.reason, $3),
-       c.shadow_decision, c.escalation_id, left(c.detail, $3), c.policy_version,
+       c.shadow_decision, c.escalation_id, left(c.detail, $3), c.policy_version, c.trace_id,
        o.status, o.at, o.duration_ns, o.result_bytes, o.truncated, left(o.error, $3)
 FROM tool_calls c LEFT JOIN tool_call_outcomes o ON o.call_id = c.call_id`
 	if len(where) > 0 {
@@ -256,7 +257,7 @@ FROM tool_calls c LEFT JOIN tool_call_outcomes o ON o.call_id = c.call_id`
 		c = ToolCall{}
 		if err := rows.Scan(&c.CallID, &c.SessionID, &c.Seq, &c.Time, &c.Server, &c.Tool, &stored, &size, &head, &sum,
 			&escaped, &c.Decision, &c.Rule, &c.Reason, &c.ShadowDecision, &c.EscalationID, &c.Detail, &c.PolicyVersion,
-			&status, &at, &dur, &rbytes, &truncated, &errText); err != nil {
+			&c.TraceID, &status, &at, &dur, &rbytes, &truncated, &errText); err != nil {
 			return fmt.Errorf("querying audit: reading a row: %w", err)
 		}
 		c.Args = readArgs(stored, size, head, sum, escaped)
