@@ -54,7 +54,11 @@ func runGatewayLogged(t *testing.T, db *pgtest.DB, sandbox, policyDir string, lo
 	t.Helper()
 	dir := t.TempDir()
 	g := servedGateway{api: freeAddr(t), proxy: freeAddr(t), ops: freeAddr(t)}
-	cfg := fmt.Sprintf("sandbox: %s\npolicy_dir: %s\nservers:\n  fetch:\n    allowed_domains: [example.com]\nagent:\n  listen: %s\negress:\n  listen: %s\nops:\n  listen: %s\ngit:\n  mirror_dir: %s\naudit:\n  spool_dir: %s\n",
+	cfg := fmt.Sprintf("sandbox: %s\npolicy_dir: %s\nservers:\n  fetch:\n    allowed_domains: [example.com]\nagent:\n  listen: %s\negress:\n  listen: %s\nops:\n  listen: %s\ngit:\n  mirror_dir: %s\naudit:\n  spool_dir: %s\n"+
+		// Load tests run 8 agents of one session as fast as they can: far beyond
+		// any real agent, so the loop breaker's limits are raised here (its own
+		// tests are in internal/loopguard and internal/mcphub).
+		"loop_breaker:\n  calls_per_minute: 1000000\n  identical_calls: 100000\n",
 		sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool"))
 	cfgPath := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
@@ -186,7 +190,11 @@ func opsDecide(t *testing.T, ops, id, verb string) {
 	req, _ := http.NewRequest(http.MethodPost, "http://"+ops+"/v1/escalations/"+id+"/"+verb, strings.NewReader(`{"reason":"serve test"}`))
 	req.Header.Set("Authorization", "Bearer "+testOperatorToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	// A connection of its own, as the operator CLI opens: a kept-alive one
+	// from an earlier request may be the idle connection a flood of others
+	// evicts, and a POST written into it as it closes is not retried.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
