@@ -113,12 +113,25 @@ func TestPostgresOutage(t *testing.T) {
 	t.Logf("ready %s after Postgres started again", time.Since(begin).Round(100*time.Millisecond))
 
 	t.Run("calls work again", func(t *testing.T) {
-		r, err := s.RunTranscript(ctx, session, "outage-after", []byte(writeTranscript("after", "after.txt")), "write", "-v")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Code != 0 {
-			t.Fatalf("after the outage: %s", r)
+		// /readyz pings the database; the audit sink finds it back on its own
+		// back-off (at most audit.BackoffMax, 2 s, jittered). A call in between
+		// is refused, and did not run: the agent may retry. Calls must work
+		// again within a few seconds, never by a call running unrecorded.
+		ready := time.Now()
+		deadline := ready.Add(15 * time.Second)
+		for attempt := 1; ; attempt++ {
+			r, err := s.RunTranscript(ctx, session, "outage-after", []byte(writeTranscript("after", "after.txt")), "write", "-v")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Code == 0 {
+				t.Logf("calls work again %s after /readyz said ready (attempt %d)", time.Since(ready).Round(100*time.Millisecond), attempt)
+				return
+			}
+			if !strings.Contains(r.Stderr, "could not record the call in its audit log") || time.Now().After(deadline) {
+				t.Fatalf("after the outage (attempt %d): %s", attempt, r)
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
 	})
 
