@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -247,9 +248,16 @@ func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	}
 	go copyDir(t, c, &st.up)
 	copyDir(c, t, &st.down)
+	// A reset that follows the other direction's clean end is the peer
+	// tearing down a finished tunnel (a TLS server answering the client's
+	// close_notify after we half-closed), not a failure of the tunnel.
 	var first error
+	clean := false
 	for i := 0; i < 2; i++ {
-		if err := <-errs; err != nil && first == nil {
+		switch err := <-errs; {
+		case err == nil:
+			clean = true
+		case first == nil && !(clean && isReset(err)):
 			first = err
 		}
 	}
@@ -257,6 +265,11 @@ func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 		return errIdle
 	}
 	return first
+}
+
+// isReset reports whether err is the peer resetting the connection.
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // splicePipe copies src to dst with io.Copy (splice between TCP sockets).
