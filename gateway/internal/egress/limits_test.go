@@ -6,9 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -685,5 +687,36 @@ func TestProxyIdleConnectionsDoNotDelayConnect(t *testing.T) {
 	}
 	if open := tp.p.limiter.Load().Stats().Open; open > DefaultMaxConnsPerClient+1 {
 		t.Fatalf("%d connections held from one client, cap %d", open, DefaultMaxConnsPerClient)
+	}
+}
+
+// A tunnel's recorded error: a reset beside a clean end (either order) is the
+// peer tearing down a finished tunnel; a reset on its own, or any other
+// error, is kept.
+func TestTunnelErr(t *testing.T) {
+	reset := &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	pipe := &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}
+	other := errors.New("tls: bad record")
+	tests := []struct {
+		name   string
+		e1, e2 error
+		want   error
+	}{
+		{"both clean", nil, nil, nil},
+		{"clean then reset", nil, reset, nil},
+		{"reset then clean", reset, nil, nil},
+		{"clean then broken pipe", nil, pipe, nil},
+		{"reset on both sides", reset, reset, reset},
+		{"other then clean", other, nil, other},
+		{"clean then other", nil, other, other},
+		{"other then reset", other, reset, other},
+		{"reset then other", reset, other, reset},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tunnelErr(tt.e1, tt.e2); got != tt.want {
+				t.Fatalf("tunnelErr(%v, %v) = %v; want %v", tt.e1, tt.e2, got, tt.want)
+			}
+		})
 	}
 }

@@ -248,21 +248,26 @@ func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	}
 	go copyDir(t, c, &st.up)
 	copyDir(c, t, &st.down)
-	// A reset that follows the other direction's clean end is the peer
-	// tearing down a finished tunnel (a TLS server answering the client's
-	// close_notify after we half-closed), not a failure of the tunnel.
-	var first error
-	clean := false
-	for i := 0; i < 2; i++ {
-		switch err := <-errs; {
-		case err == nil:
-			clean = true
-		case first == nil && !(clean && isReset(err)):
-			first = err
-		}
-	}
+	err := tunnelErr(<-errs, <-errs)
 	if idled.Load() {
 		return errIdle
+	}
+	return err
+}
+
+// tunnelErr is a tunnel's outcome from its two directions' ends, in the
+// order they were reported: the first error, except that a reset beside the
+// other direction's clean end is the peer tearing down a finished tunnel (a
+// TLS server answering the client's close_notify after we half-closed), not
+// a failure. The reset can be reported before the clean end: the half-close
+// that causes it happens before the clean direction reports.
+func tunnelErr(e1, e2 error) error {
+	first := e1
+	if first == nil {
+		first = e2
+	}
+	if (e1 == nil || e2 == nil) && isReset(first) {
+		return nil
 	}
 	return first
 }
