@@ -4,6 +4,7 @@ package egress
 
 import (
 	"net"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,4 +31,25 @@ func kernelSinceData(c net.Conn) (time.Duration, bool) {
 	}
 	ms := min(info.Last_data_sent, info.Last_data_recv)
 	return time.Duration(ms) * time.Millisecond, true
+}
+
+// tcpInfoWorks is set once TCP_INFO has answered on this kernel.
+var tcpInfoWorks atomic.Bool
+
+// kernelIdleSupported reports whether kernelSinceData works on c: c is a
+// TCP socket and TCP_INFO answers on this kernel. The probe's getsockopt is
+// made until it first succeeds, not once per tunnel (it was two system
+// calls on every tunnel's connect path).
+func kernelIdleSupported(c net.Conn) bool {
+	if _, ok := c.(*net.TCPConn); !ok {
+		return false
+	}
+	if tcpInfoWorks.Load() {
+		return true
+	}
+	_, ok := kernelSinceData(c)
+	if ok {
+		tcpInfoWorks.Store(true)
+	}
+	return ok
 }

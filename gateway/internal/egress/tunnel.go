@@ -200,9 +200,7 @@ func (c *replayConn) Close() error                { return nil }
 // elsewhere the copy runs in user space and notes activity per read/write.
 func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	c, t := rawConn(client), rawConn(target)
-	_, kc := kernelSinceData(c)
-	_, kt := kernelSinceData(t)
-	kernel := kc && kt
+	kernel := kernelIdleSupported(c) && kernelIdleSupported(t)
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
 	idleFor := func() time.Duration {
