@@ -207,6 +207,7 @@ func throughput(t target, upPort, streams int, perStream int64) (float64, error)
 // connectResult is a CONNECT + first byte run.
 type connectResult struct {
 	rate     float64 // completed connections per second
+	count    float64 // completed connections
 	p50, p99 time.Duration
 }
 
@@ -254,7 +255,8 @@ func connectFirstByte(t target, upPort, workers int, d time.Duration) (connectRe
 	}
 	slices.Sort(all)
 	return connectResult{
-		rate: float64(len(all)) / el.Seconds(),
+		rate:  float64(len(all)) / el.Seconds(),
+		count: float64(len(all)),
 		p50:  all[len(all)/2],
 		p99:  all[min(len(all)-1, len(all)*99/100)],
 	}, nil

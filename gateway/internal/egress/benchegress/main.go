@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -54,7 +55,13 @@ func main() {
 	flag.DurationVar(&o.connectTime, "connect-time", 3*time.Second, "duration of each connect run")
 	flag.IntVar(&o.idle, "idle", 5000, "idle tunnels for the memory figure")
 	flag.StringVar(&o.dir, "dir", "", "working directory for logs and configs (default: a new temporary one)")
+	workloads := flag.String("workloads", "stream,streams,connect,idle", "workloads to run, comma-separated: stream, streams, connect, idle")
 	flag.Parse()
+	var err error
+	if o.workloads, err = parseWorkloads(*workloads); err != nil {
+		fmt.Fprintln(os.Stderr, "benchegress:", err)
+		os.Exit(2)
+	}
 	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "benchegress:", err)
 		os.Exit(1)
@@ -69,7 +76,26 @@ type options struct {
 	connectTime        time.Duration
 	idle               int
 	dir                string
+	workloads          map[string]bool // nil: all
 }
+
+// parseWorkloads parses the -workloads list.
+func parseWorkloads(list string) (map[string]bool, error) {
+	w := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		switch name {
+		case "stream", "streams", "connect", "idle":
+			w[name] = true
+		default:
+			return nil, fmt.Errorf("-workloads: unknown workload %q (want stream, streams, connect, idle)", name)
+		}
+	}
+	return w, nil
+}
+
+// runs reports whether workload is selected.
+func (o options) runs(workload string) bool { return o.workloads == nil || o.workloads[workload] }
 
 func run(o options, out io.Writer) error {
 	if o.reps < 1 || o.bytes < 1 || o.streams < 1 || o.workers < 1 || o.idle < 0 || o.connectTime <= 0 {
@@ -125,33 +151,65 @@ func runRep(o options, upPort int, procs []*proc, rep int, res *results) error {
 		r := rep % len(targets)
 		return append(append([]target(nil), targets[r:]...), targets[:r]...)
 	}
-	for _, t := range order() {
-		mbs, err := throughput(t, upPort, 1, o.bytes)
+	// measure runs f on t and adds the proxy's CPU time (user and system,
+	// all threads) per unit of work as its own row: what the proxy itself
+	// spent, apart from the clients and the upstream it shares the cores with.
+	measure := func(t target, row, unit string, per float64, f func() (float64, error)) error {
+		before := procCPU(t.pid)
+		work, err := f()
 		if err != nil {
 			return err
 		}
-		res.add("1 stream, MB/s", t.name, mbs, higher)
-	}
-	per := max(1, o.bytes/int64(o.streams))
-	for _, t := range order() {
-		mbs, err := throughput(t, upPort, o.streams, per)
-		if err != nil {
-			return err
+		if t.pid != 0 && work > 0 {
+			res.add(fmt.Sprintf("%s, proxy CPU %s", row, unit), t.name, float64(procCPU(t.pid)-before)/per/work, lower)
 		}
-		res.add(fmt.Sprintf("%d streams, MB/s", o.streams), t.name, mbs, higher)
+		return nil
 	}
-	for _, w := range []int{1, o.workers} {
+	if o.runs("stream") {
 		for _, t := range order() {
-			r, err := connectFirstByte(t, upPort, w, o.connectTime)
+			err := measure(t, "1 stream", "ms/GB", 1e6, func() (float64, error) {
+				mbs, err := throughput(t, upPort, 1, o.bytes)
+				res.add("1 stream, MB/s", t.name, mbs, higher)
+				return float64(o.bytes) / 1e9, err
+			})
 			if err != nil {
 				return err
 			}
-			res.add(fmt.Sprintf("connect+1st byte, %d worker(s), conn/s", w), t.name, r.rate, higher)
-			res.add(fmt.Sprintf("connect+1st byte, %d worker(s), p50 ms", w), t.name, ms(r.p50), lower)
-			res.add(fmt.Sprintf("connect+1st byte, %d worker(s), p99 ms", w), t.name, ms(r.p99), lower)
 		}
 	}
-	if o.idle > 0 {
+	per := max(1, o.bytes/int64(o.streams))
+	if o.runs("streams") {
+		for _, t := range order() {
+			row := fmt.Sprintf("%d streams", o.streams)
+			err := measure(t, row, "ms/GB", 1e6, func() (float64, error) {
+				mbs, err := throughput(t, upPort, o.streams, per)
+				res.add(row+", MB/s", t.name, mbs, higher)
+				return float64(per*int64(o.streams)) / 1e9, err
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	for _, w := range []int{1, o.workers} {
+		if !o.runs("connect") {
+			break
+		}
+		for _, t := range order() {
+			row := fmt.Sprintf("connect+1st byte, %d worker(s)", w)
+			err := measure(t, row, "µs/conn", 1e3, func() (float64, error) {
+				r, err := connectFirstByte(t, upPort, w, o.connectTime)
+				res.add(row+", conn/s", t.name, r.rate, higher)
+				res.add(row+", p50 ms", t.name, ms(r.p50), lower)
+				res.add(row+", p99 ms", t.name, ms(r.p99), lower)
+				return r.count, err
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if o.idle > 0 && o.runs("idle") {
 		for _, t := range order() {
 			if t.pid == 0 {
 				continue

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -164,4 +165,33 @@ func rssKiB(pid int) (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS for process " + strconv.Itoa(pid))
+}
+
+// procCPU is the CPU time process pid has used, user and system, all its
+// threads (utime + stime in /proc/PID/stat, in USER_HZ ticks: 10 ms on
+// Linux); 0 for pid 0 or when it cannot be read.
+func procCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// the fields after it start behind the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 { // f[0] is field 3 (state); utime and stime are fields 14 and 15
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
