@@ -257,8 +257,8 @@ func connectFirstByte(t target, upPort, workers int, d time.Duration) (connectRe
 	return connectResult{
 		rate:  float64(len(all)) / el.Seconds(),
 		count: float64(len(all)),
-		p50:  all[len(all)/2],
-		p99:  all[min(len(all)-1, len(all)*99/100)],
+		p50:   all[len(all)/2],
+		p99:   all[min(len(all)-1, len(all)*99/100)],
 	}, nil
 }
 
