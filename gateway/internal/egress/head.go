@@ -23,7 +23,7 @@ import (
 // of open connections (a slot is taken before Accept and given back when the
 // connection is closed). It does the capping itself, rather than through
 // netutil.LimitListener, so that a hijacked tunnel can still unwrap its
-// connection to the *net.TCPConn and splice.
+// connection to the *net.TCPConn (socketRelay).
 type headListener struct {
 	net.Listener
 	limit int           // head recording limit

@@ -195,30 +195,18 @@ func (c *replayConn) Close() error                { return nil }
 // IdleTimeout, which also ends a write blocked on a peer that stopped
 // reading.
 //
-// On Linux, TCP to TCP, the copy is io.Copy (splice: the bytes stay in the
-// kernel) and the watchdog reads the last-data times from TCP_INFO;
-// elsewhere the copy runs in user space and notes activity per read/write.
+// TCP to TCP on Linux the copy is socketRelay (a buffer held only while
+// bytes are in flight); elsewhere it is pipe. Both note the activity after
+// every read and write.
 func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	c, t := rawConn(client), rawConn(target)
-	kernel := kernelIdleSupported(c) && kernelIdleSupported(t)
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
-	idleFor := func() time.Duration {
-		since := time.Since(time.Unix(0, last.Load()))
-		if kernel {
-			for _, conn := range []net.Conn{c, t} {
-				if d, ok := kernelSinceData(conn); ok && d < since {
-					since = d
-				}
-			}
-		}
-		return since
-	}
 	var idled atomic.Bool
 	idle := p.cfg.IdleTimeout
 	var watchdog *time.Timer
 	watchdog = time.AfterFunc(idle, func() {
-		if since := idleFor(); since < idle {
+		if since := time.Since(time.Unix(0, last.Load())); since < idle {
 			watchdog.Reset(idle - since)
 			return
 		}
@@ -228,8 +216,8 @@ func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	})
 	defer watchdog.Stop()
 	copyFn := pipe
-	if kernel {
-		copyFn = kernelRelay
+	if isTCP(c) && isTCP(t) {
+		copyFn = socketRelay
 	}
 	// A direction that fails closes both sockets (after queueing its error,
 	// so that the other direction's "closed" error comes second). The
@@ -275,16 +263,10 @@ func isReset(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// splicePipe copies src to dst with io.Copy (splice between TCP sockets).
-func splicePipe(dst, src net.Conn, n, last *atomic.Int64) error {
-	k, err := io.Copy(dst, src)
-	n.Add(k)
-	last.Store(time.Now().UnixNano())
-	if err != nil {
-		return err
-	}
-	closeWrite(dst)
-	return nil
+// isTCP reports whether c is a TCP socket.
+func isTCP(c net.Conn) bool {
+	_, ok := c.(*net.TCPConn)
+	return ok
 }
 
 // pipe copies src to dst in user space, noting the activity after every

@@ -1,0 +1,168 @@
+//go:build linux
+
+package egress
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// openPipes counts this process's descriptors that are pipes.
+func openPipes(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "pipe:") {
+			n++
+		}
+	}
+	return n
+}
+
+// copyEchoUpstream echoes every connection's bytes through a user-space
+// buffer (io.Copy between the sockets would splice and hold pipes of its
+// own, which the test counts).
+func copyEchoUpstream(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// waitHeld waits up to a second for the relay buffers held to reach want.
+func waitHeld(t *testing.T, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for relayBufsHeld.Load() != want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := relayBufsHeld.Load(); got != want {
+		t.Fatalf("%d relay buffers held; want %d", got, want)
+	}
+}
+
+// TestIdleTunnelsHoldNoBuffers: tunnels that carried data (a byte each way,
+// and a bulk transfer that takes the big buffers) and went idle keep their
+// two sockets only: no relay buffer, no pipe descriptor (io.Copy's splice
+// held two pipes per direction for the tunnel's life).
+func TestIdleTunnelsHoldNoBuffers(t *testing.T) {
+	port := copyEchoUpstream(t)
+	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
+		c.UnsafeSkipSNICheck = true
+		c.IdleTimeout = time.Minute
+	}))
+	const tunnels = 24
+	pipesBefore := openPipes(t)
+	heldBefore := relayBufsHeld.Load()
+	bulk := make([]byte, 4<<20)
+	if _, err := rand.Read(bulk); err != nil {
+		t.Fatal(err)
+	}
+	var conns []io.ReadWriter
+	for i := range tunnels {
+		c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
+		if resp.StatusCode != 200 {
+			t.Fatalf("tunnel %d: %s", i, resp.Status)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		conns = append(conns, c)
+		if _, err := c.Write([]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 1)
+		if _, err := io.ReadFull(c, got); err != nil || got[0] != byte(i) {
+			t.Fatalf("tunnel %d: %v %v", i, got, err)
+		}
+		if i%8 == 0 { // bulk both ways: the relay moves it with big buffers
+			echoed := make(chan []byte, 1)
+			go func() {
+				b := make([]byte, len(bulk))
+				_, _ = io.ReadFull(c, b)
+				echoed <- b
+			}()
+			if _, err := c.Write(bulk); err != nil {
+				t.Fatal(err)
+			}
+			if b := <-echoed; sha256.Sum256(b) != sha256.Sum256(bulk) {
+				t.Fatalf("tunnel %d: the bulk transfer came back changed", i)
+			}
+		}
+	}
+	waitHeld(t, heldBefore)
+	if got := openPipes(t) - pipesBefore; got > 0 {
+		t.Fatalf("%d pipe descriptors open for %d idle tunnels, want 0", got, tunnels)
+	}
+	if n := len(bigRelaySlots); n != 0 {
+		t.Fatalf("%d big relay buffers taken by idle tunnels", n)
+	}
+	// The tunnels still work after idling.
+	for i, c := range conns[:3] {
+		msg := []byte(strconv.Itoa(i) + "-again")
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("tunnel %d after idling: %q %v", i, got, err)
+		}
+	}
+}
+
+// The big buffers are capped: with every slot taken, a direction that asks
+// for one goes on with a small one; giving a buffer back frees its slot.
+func TestRelayBufferCap(t *testing.T) {
+	held := make([]relayBuffer, maxBigRelayBufs)
+	for i := range held {
+		held[i].take(true)
+		if !held[i].big || len(*held[i].p) != bigRelayBuf {
+			t.Fatalf("buffer %d: big %v, %d bytes; want a big one", i, held[i].big, len(*held[i].p))
+		}
+	}
+	var extra relayBuffer
+	extra.take(true)
+	if extra.big || len(*extra.p) != relayBuf {
+		t.Fatalf("with every slot taken: big %v, %d bytes; want a %d-byte one", extra.big, len(*extra.p), relayBuf)
+	}
+	extra.release()
+	held[0].release()
+	extra.take(true)
+	if !extra.big {
+		t.Fatal("a freed slot was not reused")
+	}
+	extra.release()
+	extra.release() // twice: a no-op
+	for i := range held {
+		held[i].release()
+	}
+	if n := len(bigRelaySlots); n != 0 {
+		t.Fatalf("%d slots still taken after every buffer was given back", n)
+	}
+}
