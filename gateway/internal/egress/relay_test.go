@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The user-space relay (used where splice and TCP_INFO are not available,
+// The generic user-space relay (used when a side is not a TCP socket,
 // here over net.Pipe) moves and counts bytes both ways and closes idle
 // tunnels.
 func TestRelayUserSpace(t *testing.T) {
