@@ -102,6 +102,10 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if err != nil {
 		return err
 	}
+	scrapers, err := loadScrapers(cfg, getenv, tokens, operators)
+	if err != nil {
+		return err
+	}
 
 	st, err := openStorage(ctx, cfg, getenv, reg, log, &closers)
 	if err != nil {
@@ -201,7 +205,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		return fmt.Errorf("building the egress proxy: %w", err)
 	}
 
-	opsHandler := buildOps(st, operators, live, reg, log)
+	opsHandler := buildOps(st, operators, scrapers, live, reg, log)
 
 	apiMux := http.NewServeMux()
 	apiMux.Handle("/mcp", hub.Handler())

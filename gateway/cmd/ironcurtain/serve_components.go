@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -36,8 +37,10 @@ import (
 const (
 	envAgentToken    = "IRONCURTAIN_AGENT_TOKEN"    // token of session "agent"
 	envOperatorToken = "IRONCURTAIN_OPERATOR_TOKEN" // token of operator "operator"
+	envMetricsToken  = "IRONCURTAIN_METRICS_TOKEN"  // metrics token of scraper "metrics" (GET /metrics only)
 	defaultSession   = "agent"
 	defaultOperator  = "operator"
+	defaultScraper   = "metrics"
 )
 
 // loadAgentTokens returns session name → agent token, from
@@ -96,6 +99,41 @@ func loadOperators(cfg *config.Config, getenv func(string) string, agentTokens m
 		return nil, fmt.Errorf("loading operator tokens: %w", err)
 	}
 	return ops, nil
+}
+
+// loadScrapers returns the metrics tokens (nil when none is configured):
+// they open GET /metrics only, so each must differ from every agent and
+// operator token.
+func loadScrapers(cfg *config.Config, getenv func(string) string, agentTokens map[string]string, operators *opsapi.Operators) (*opsapi.Operators, error) {
+	tokens := map[string]opsapi.OperatorToken{}
+	if t := getenv(envMetricsToken); t != "" {
+		tokens[defaultScraper] = opsapi.OperatorToken(t)
+	}
+	for _, name := range sortedKeys(cfg.Ops.MetricsTokenFiles) {
+		t, err := readSecretFile("ops.metrics_token_files."+name, cfg.Ops.MetricsTokenFiles[name])
+		if err != nil {
+			return nil, err
+		}
+		tokens[name] = opsapi.OperatorToken(t)
+	}
+	if len(tokens) == 0 {
+		return nil, nil
+	}
+	scrapers, err := opsapi.NewScrapers(tokens)
+	if err != nil {
+		return nil, fmt.Errorf("loading metrics tokens (%s, ops.metrics_token_files): %w", envMetricsToken, err)
+	}
+	agents := make([]string, 0, len(agentTokens))
+	for _, t := range agentTokens {
+		agents = append(agents, t)
+	}
+	if scrapers.RejectAgentTokens(agents...) != nil {
+		return nil, errors.New("loading metrics tokens: an agent token is also a metrics token")
+	}
+	if err := scrapers.RejectOverlap(operators); err != nil {
+		return nil, fmt.Errorf("loading metrics tokens: %w (a metrics token must open /metrics only)", err)
+	}
+	return scrapers, nil
 }
 
 // storage is where records and escalations go.
@@ -353,10 +391,11 @@ func buildFetch(cfg *config.Config, sink audit.Sink, log *slog.Logger) (*fetch.S
 
 // buildOps returns the ops API. Without a database only /healthz and the
 // operator-protected /metrics are served.
-func buildOps(st *storage, operators *opsapi.Operators, pol opsapi.PolicyReloader, reg *prometheus.Registry, log *slog.Logger) http.Handler {
+func buildOps(st *storage, operators, scrapers *opsapi.Operators, pol opsapi.PolicyReloader, reg *prometheus.Registry, log *slog.Logger) http.Handler {
 	if st.pool != nil {
 		return opsapi.New(opsapi.Deps{
 			Operators:   operators,
+			Scrapers:    scrapers,
 			Escalations: st.pg,
 			Data:        opsapi.PGData{Pool: st.pool},
 			Policy:      pol,
@@ -371,23 +410,13 @@ func buildOps(st *storage, operators *opsapi.Operators, pol opsapi.PolicyReloade
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := bearer(r)
-		if _, known := operators.Authenticate(tok); !ok || !known {
-			http.Error(w, "operator token required", http.StatusUnauthorized)
+		if !opsapi.MetricsAllowed(operators, scrapers, r) {
+			http.Error(w, "operator or metrics token required", http.StatusUnauthorized)
 			return
 		}
 		metricsHandler.ServeHTTP(w, r)
 	})
 	return mux
-}
-
-func bearer(r *http.Request) (string, bool) {
-	const p = "Bearer "
-	h := r.Header.Get("Authorization")
-	if len(h) <= len(p) || h[:len(p)] != p {
-		return "", false
-	}
-	return h[len(p):], true
 }
 
 func sortedKeys(m map[string]string) []string {

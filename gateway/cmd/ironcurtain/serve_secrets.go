@@ -33,6 +33,12 @@ func setGatewaySecrets(cfg *config.Config, getenv func(string) string, agentToke
 			add("operator token "+name, string(b))
 		}
 	}
+	add("metrics token", getenv(envMetricsToken))
+	for _, name := range sortedKeys(cfg.Ops.MetricsTokenFiles) {
+		if b, err := os.ReadFile(cfg.Ops.MetricsTokenFiles[name]); err == nil {
+			add("metrics token "+name, string(b))
+		}
+	}
 	gh, err := cfg.GitHub.Token(getenv)
 	if err != nil {
 		return err

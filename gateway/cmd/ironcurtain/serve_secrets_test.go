@@ -24,9 +24,13 @@ func TestSetGatewaySecrets(t *testing.T) {
 	if err := os.WriteFile(opTok, []byte("operator-token-file-9876543210"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	metricsTok := filepath.Join(dir, "metrics-token")
+	if err := os.WriteFile(metricsTok, []byte("metrics-token-file-1357924680\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := config.Parse(filepath.Join(dir, "gateway.yaml"), []byte(`
 git: {token_file: `+gitTok+`}
-ops: {operator_token_files: {alice: `+opTok+`}}
+ops: {operator_token_files: {alice: `+opTok+`}, metrics_token_files: {prometheus: `+metricsTok+`}}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +40,7 @@ ops: {operator_token_files: {alice: `+opTok+`}}
 		"ANTHROPIC_API_KEY":          "anthropic-key-value-klmnopqrst",
 		"OPENAI_API_KEY":             "short",
 		"IRONCURTAIN_OPERATOR_TOKEN": "operator-token-env-uvwxyz0123",
+		"IRONCURTAIN_METRICS_TOKEN":  "metrics-token-env-abcdef012345",
 		"DATABASE_URL":               "postgres://ic:db-password-4567890@db:5432/ic",
 	}
 	agents := map[string]string{"agent": "agent-token-value-0011223344", "nightly": "agent-token-nightly-5566778899"}
@@ -56,6 +61,8 @@ ops: {operator_token_files: {alice: `+opTok+`}}
 		"anthropic-key-value-klmnopqrst": "anthropic api key",
 		"operator-token-env-uvwxyz0123":  "operator token",
 		"operator-token-file-9876543210": "operator token alice",
+		"metrics-token-env-abcdef012345": "metrics token",
+		"metrics-token-file-1357924680":  "metrics token prometheus",
 	}
 	if env[cfg.Database.URLVariable()] != "" {
 		want["db-password-4567890"] = "database password"

@@ -237,6 +237,9 @@ func TestServeRefusesBadStart(t *testing.T) {
 	}{
 		// No agent token at all: serve_sessions_only_test.go (with a database, minted sessions only).
 		{name: "operator token equals agent token", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testAgentToken}, want: "agent"},
+		{name: "metrics token equals agent token", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken, "IRONCURTAIN_METRICS_TOKEN": testAgentToken}, want: "an agent token is also a metrics token"},
+		{name: "metrics token equals operator token", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken, "IRONCURTAIN_METRICS_TOKEN": testOperatorToken}, want: "a metrics token is also an operator token"},
+		{name: "metrics token too short", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken, "IRONCURTAIN_METRICS_TOKEN": "short"}, want: "IRONCURTAIN_METRICS_TOKEN"},
 		{name: "no database", env: map[string]string{"IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "IRONCURTAIN_DATABASE_URL"},
 		{name: "no fetch allowlist", env: map[string]string{"IRONCURTAIN_DATABASE_URL": migrated.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "servers.fetch.allowed_domains"},
 		{name: "schema missing", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "migrate up"},

@@ -14,13 +14,20 @@ const DefaultOpsListen = ":8081"
 // environment (IRONCURTAIN_OPERATOR_TOKEN, operator "operator") or from
 // files named here, never from this file itself.
 //
+// Metrics tokens (IRONCURTAIN_METRICS_TOKEN, scraper "metrics", or files
+// named here) open GET /metrics and nothing else: give one to Prometheus
+// instead of an operator token.
+//
 //	ops:
 //	  listen: ":8081"
 //	  operator_token_files:
 //	    alice: /run/secrets/ops-alice
+//	  metrics_token_files:
+//	    prometheus: /run/secrets/metrics-token
 type OpsConfig struct {
 	Listen             string            `yaml:"listen"`
 	OperatorTokenFiles map[string]string `yaml:"operator_token_files"`
+	MetricsTokenFiles  map[string]string `yaml:"metrics_token_files"`
 	// Limits bound connections (listener.go).
 	Limits ListenerLimits `yaml:",inline"`
 }
@@ -42,14 +49,8 @@ func (o *OpsConfig) Validate() error {
 		}
 	}
 	errs = append(errs, o.Limits.validate()...)
-	for name, path := range o.OperatorTokenFiles {
-		if strings.TrimSpace(name) == "" {
-			errs = append(errs, Errorf("operator_token_files", "empty operator name"))
-		}
-		if path == "" {
-			errs = append(errs, Errorf("operator_token_files."+name, "empty path"))
-		}
-	}
+	errs = append(errs, tokenFiles("operator_token_files", "operator", o.OperatorTokenFiles)...)
+	errs = append(errs, tokenFiles("metrics_token_files", "scraper", o.MetricsTokenFiles)...)
 	return joinErrs(errs)
 }
 
@@ -58,4 +59,18 @@ func joinErrs(errs []error) error {
 		return nil
 	}
 	return errors.Join(errs...)
+}
+
+// tokenFiles checks a name → token file map.
+func tokenFiles(field, what string, files map[string]string) []error {
+	var errs []error
+	for name, path := range files {
+		if strings.TrimSpace(name) == "" {
+			errs = append(errs, Errorf(field, "empty %s name", what))
+		}
+		if path == "" {
+			errs = append(errs, Errorf(field+"."+name, "empty path"))
+		}
+	}
+	return errs
 }

@@ -24,6 +24,9 @@ func TestStoreSectionsValidate(t *testing.T) {
 		{name: "ops defaults", v: &OpsConfig{}},
 		{name: "ops listen", v: &OpsConfig{Listen: "8081"}, wantErr: "listen"},
 		{name: "ops token file", v: &OpsConfig{OperatorTokenFiles: map[string]string{"alice": ""}}, wantErr: "operator_token_files.alice"},
+		{name: "ops metrics token file", v: &OpsConfig{MetricsTokenFiles: map[string]string{"prometheus": "/run/secrets/m"}}},
+		{name: "ops metrics token empty path", v: &OpsConfig{MetricsTokenFiles: map[string]string{"prometheus": ""}}, wantErr: "metrics_token_files.prometheus"},
+		{name: "ops metrics token empty name", v: &OpsConfig{MetricsTokenFiles: map[string]string{" ": "/run/secrets/m"}}, wantErr: "metrics_token_files"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 )
@@ -39,6 +40,21 @@ func NewOperators(tokens map[string]OperatorToken) (*Operators, error) {
 	if len(tokens) == 0 {
 		return nil, errors.New("operator tokens: none configured (set IRONCURTAIN_OPERATOR_TOKEN)")
 	}
+	return newTokenSet("operator", "operator", tokens)
+}
+
+// NewScrapers builds a set of metrics tokens (Deps.Scrapers) from name →
+// token: the same checks as operator tokens, named as metrics tokens in
+// errors.
+func NewScrapers(tokens map[string]OperatorToken) (*Operators, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("metrics tokens: none configured")
+	}
+	return newTokenSet("metrics", "scraper", tokens)
+}
+
+// newTokenSet checks and digests tokens; kind and holder name them in errors.
+func newTokenSet(kind, holder string, tokens map[string]OperatorToken) (*Operators, error) {
 	names := make([]string, 0, len(tokens))
 	for n := range tokens {
 		names = append(names, n)
@@ -49,14 +65,14 @@ func NewOperators(tokens map[string]OperatorToken) (*Operators, error) {
 	for _, name := range names {
 		tok := tokens[name]
 		if strings.TrimSpace(name) == "" {
-			return nil, errors.New("operator tokens: empty operator name")
+			return nil, fmt.Errorf("%s tokens: empty %s name", kind, holder)
 		}
 		if len(tok) < MinTokenLength {
-			return nil, fmt.Errorf("operator token for %q: must be at least %d characters", name, MinTokenLength)
+			return nil, fmt.Errorf("%s token for %q: must be at least %d characters", kind, name, MinTokenLength)
 		}
 		d := sha256.Sum256([]byte(tok))
 		if other, dup := seen[d]; dup {
-			return nil, fmt.Errorf("operator tokens: %q and %q share a token", other, name)
+			return nil, fmt.Errorf("%s tokens: %q and %q share a token", kind, other, name)
 		}
 		seen[d] = name
 		o.entries = append(o.entries, operator{name: name, digest: d})
@@ -91,4 +107,38 @@ func (o *Operators) RejectAgentTokens(agentTokens ...string) error {
 		}
 	}
 	return nil
+}
+
+// ErrMetricsTokenIsOperator is returned by RejectOverlap.
+var ErrMetricsTokenIsOperator = errors.New("a metrics token is also an operator token")
+
+// RejectOverlap fails when a token of o is also one of other's: a metrics
+// token must not double as an operator token, or whoever scrapes metrics
+// could approve escalations.
+func (o *Operators) RejectOverlap(other *Operators) error {
+	if o == nil || other == nil {
+		return nil
+	}
+	for _, e := range o.entries {
+		for _, f := range other.entries {
+			if subtle.ConstantTimeCompare(e.digest[:], f.digest[:]) == 1 {
+				return ErrMetricsTokenIsOperator
+			}
+		}
+	}
+	return nil
+}
+
+// MetricsAllowed reports whether r carries "Authorization: Bearer <token>"
+// with an operator token or a metrics token (scrapers: nil for none).
+// Metrics tokens open GET /metrics and nothing else.
+func MetricsAllowed(operators, scrapers *Operators, r *http.Request) bool {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	token = strings.TrimSpace(token)
+	_, op := operators.Authenticate(token)
+	_, sc := scrapers.Authenticate(token)
+	return op || sc
 }

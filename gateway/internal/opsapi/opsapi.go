@@ -51,7 +51,10 @@ type Data interface {
 // Deps are the API's collaborators. Operators, Escalations and Data are
 // required; Gatherer serves /metrics (nil: prometheus.DefaultGatherer).
 type Deps struct {
-	Operators   *Operators
+	Operators *Operators
+	// Scrapers hold metrics tokens: GET /metrics only (nil: none; an
+	// operator token always opens /metrics).
+	Scrapers    *Operators
 	Escalations Escalations
 	Data        Data
 	Sessions    SessionStore   // mints and revokes sessions (nil: POST and DELETE /v1/sessions answer 404)
@@ -96,7 +99,7 @@ func New(d Deps) http.Handler {
 	}
 	a.authFailure = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ironcurtain_ops_auth_failures_total",
-		Help: "Ops API requests refused for a missing or wrong operator token.",
+		Help: "Ops API requests refused for a missing or wrong operator token (or metrics token, on /metrics).",
 	})
 	if d.Registerer != nil {
 		_ = d.Registerer.Register(a.authFailure)
@@ -119,10 +122,10 @@ func New(d Deps) http.Handler {
 		r.Handle("/ui", d.UI)
 		r.Handle("/ui/*", d.UI)
 	}
+	r.With(a.authenticateMetrics).Method(http.MethodGet, "/metrics", promhttp.HandlerFor(a.deps.Gatherer, promhttp.HandlerOpts{}))
 	r.Group(func(r chi.Router) {
 		r.Use(a.authenticate)
 		r.Use(dbDeadline)
-		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(a.deps.Gatherer, promhttp.HandlerOpts{}))
 		r.Get("/v1/escalations", a.listEscalations)
 		r.Get("/v1/escalations/{id}", a.getEscalation)
 		r.Post("/v1/escalations/{id}/approve", a.decide(true))
@@ -159,6 +162,22 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), operatorKey{}, name)))
+	})
+}
+
+// authenticateMetrics requires an operator token or a metrics token
+// (Deps.Scrapers): the one route a metrics token opens.
+func (a *api) authenticateMetrics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !MetricsAllowed(a.deps.Operators, a.deps.Scrapers, r) {
+			a.authFailure.Inc()
+			a.log.Warn("ops API: refused /metrics without a valid operator or metrics token", "method", r.Method, "remote", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ironcurtain-ops"`)
+			netlimit.DontDrain(w)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid operator or metrics token is required")
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -170,9 +170,130 @@ func newTestAPI(t *testing.T) (http.Handler, *fakeEscalations, *fakeData) {
 		"e1": {ID: "e1", Status: escalation.StatusPending, SessionID: "s1", Server: "git", Tool: "push"},
 		"e2": {ID: "e2", Status: escalation.StatusApproved, DecidedBy: "bob"},
 	}}
+	scrapers, err := NewScrapers(map[string]OperatorToken{"prometheus": metricsToken})
+	if err != nil {
+		t.Fatal(err)
+	}
 	data := &fakeData{}
 	reg := prometheus.NewRegistry()
-	return New(Deps{Operators: ops, Escalations: esc, Data: data, Gatherer: reg, Registerer: reg}), esc, data
+	return New(Deps{Operators: ops, Scrapers: scrapers, Escalations: esc, Data: data, Gatherer: reg, Registerer: reg}), esc, data
+}
+
+// metricsToken is the test API's metrics token (Deps.Scrapers).
+const metricsToken = "metrics-token-0123456789abcdef"
+
+// TestMetricsTokenOpensMetricsOnly: a metrics token reads /metrics and is
+// refused (401, nothing decided, nothing minted) on every other route.
+func TestMetricsTokenOpensMetricsOnly(t *testing.T) {
+	h, esc, _ := newTestAPI(t)
+	do := func(method, path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(`{"reason":"x"}`))
+		req.Header.Set("Authorization", "Bearer "+metricsToken)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := do(http.MethodGet, "/metrics"); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "ironcurtain_ops_auth_failures_total") {
+		t.Fatalf("GET /metrics with the metrics token: %d %.200s", rec.Code, rec.Body)
+	}
+	routes := append([]struct{ method, path string }{
+		{http.MethodPost, "/v1/sessions"},
+		{http.MethodDelete, "/v1/sessions/s1"},
+		{http.MethodGet, "/v1/policy"},
+		{http.MethodPost, "/v1/policy/reload"},
+		{http.MethodPost, "/metrics"},
+	}, protectedRoutes...)
+	for _, route := range routes {
+		if route.path == "/metrics" && route.method == http.MethodGet {
+			continue
+		}
+		t.Run(route.method+" "+route.path, func(t *testing.T) {
+			rec := do(route.method, route.path)
+			if rec.Code == http.StatusOK || (rec.Code != http.StatusUnauthorized && rec.Code != http.StatusNotFound && rec.Code != http.StatusMethodNotAllowed) {
+				t.Fatalf("status = %d, want 401 (or 404/405 for a route this API does not serve): %.200s", rec.Code, rec.Body)
+			}
+		})
+	}
+	if len(esc.decided) != 0 {
+		t.Fatalf("a metrics token decided: %+v", esc.decided)
+	}
+}
+
+func TestMetricsAllowed(t *testing.T) {
+	ops, _ := NewOperators(map[string]OperatorToken{"alice": opToken})
+	scrapers, _ := NewScrapers(map[string]OperatorToken{"prometheus": metricsToken})
+	tests := []struct {
+		name     string
+		header   string
+		scrapers *Operators
+		want     bool
+	}{
+		{"operator token", "Bearer " + opToken, scrapers, true},
+		{"metrics token", "Bearer " + metricsToken, scrapers, true},
+		{"metrics token, no scrapers configured", "Bearer " + metricsToken, nil, false},
+		{"operator token, no scrapers configured", "Bearer " + opToken, nil, true},
+		{"agent token", "Bearer " + agentToken, scrapers, false},
+		{"prefix of the metrics token", "Bearer " + metricsToken[:len(metricsToken)-1], scrapers, false},
+		{"no scheme", metricsToken, scrapers, false},
+		{"basic scheme", "Basic " + metricsToken, scrapers, false},
+		{"empty bearer", "Bearer ", scrapers, false},
+		{"none", "", scrapers, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			if tt.header != "" {
+				r.Header.Set("Authorization", tt.header)
+			}
+			if got := MetricsAllowed(ops, tt.scrapers, r); got != tt.want {
+				t.Fatalf("MetricsAllowed = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewScrapersNamesMetricsTokens(t *testing.T) {
+	tests := []struct {
+		name    string
+		tokens  map[string]OperatorToken
+		wantErr string
+	}{
+		{name: "none", tokens: nil, wantErr: "metrics tokens: none configured"},
+		{name: "short", tokens: map[string]OperatorToken{"prometheus": "short"}, wantErr: `metrics token for "prometheus": must be at least`},
+		{name: "empty name", tokens: map[string]OperatorToken{" ": metricsToken}, wantErr: "empty scraper name"},
+		{name: "shared", tokens: map[string]OperatorToken{"a": metricsToken, "b": metricsToken}, wantErr: "share a token"},
+		{name: "ok", tokens: map[string]OperatorToken{"prometheus": metricsToken}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewScrapers(tt.tokens)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("NewScrapers = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("NewScrapers = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestRejectOverlap(t *testing.T) {
+	ops, _ := NewOperators(map[string]OperatorToken{"alice": opToken, "bob": opToken + "-bob"})
+	distinct, _ := NewScrapers(map[string]OperatorToken{"prometheus": metricsToken})
+	shared, _ := NewScrapers(map[string]OperatorToken{"prometheus": metricsToken, "grafana": opToken + "-bob"})
+	if err := distinct.RejectOverlap(ops); err != nil {
+		t.Fatalf("distinct tokens: %v", err)
+	}
+	if err := shared.RejectOverlap(ops); !errors.Is(err, ErrMetricsTokenIsOperator) {
+		t.Fatalf("a metrics token equal to an operator's: %v, want ErrMetricsTokenIsOperator", err)
+	}
+	var none *Operators
+	if err := none.RejectOverlap(ops); err != nil {
+		t.Fatalf("no metrics tokens: %v", err)
+	}
 }
 
 // protectedRoutes are every route that needs an operator token.
