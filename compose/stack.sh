@@ -56,9 +56,10 @@ make_env() {
   sed -e "s/^POSTGRES_PASSWORD=\$/POSTGRES_PASSWORD=$(random_hex 18)/" \
     -e "s/^IRONCURTAIN_AGENT_TOKEN=\$/IRONCURTAIN_AGENT_TOKEN=ic-agent-$(random_hex 24)/" \
     -e "s/^IRONCURTAIN_OPERATOR_TOKEN=\$/IRONCURTAIN_OPERATOR_TOKEN=ic-operator-$(random_hex 24)/" \
+    -e "s/^IRONCURTAIN_METRICS_TOKEN=\$/IRONCURTAIN_METRICS_TOKEN=ic-metrics-$(random_hex 24)/" \
     "$here/.env.example" >"$tmp"
   mv "$tmp" "$env_file"
-  echo "created compose/.env with a random agent token, operator token and database password (mode 0600)"
+  echo "created compose/.env with a random agent token, operator token, metrics token and database password (mode 0600)"
 }
 
 # container_id prints the id of a service's container (empty when there is none).

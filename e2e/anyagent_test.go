@@ -402,7 +402,7 @@ git commit -q --amend -m "Add the agent shell's feature, rewritten"`); r.Code !=
 					}
 				}
 				switch name {
-				case "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "IRONCURTAIN_OPERATOR_TOKEN", "IRONCURTAIN_DATABASE_URL":
+				case "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "IRONCURTAIN_OPERATOR_TOKEN", "IRONCURTAIN_METRICS_TOKEN", "IRONCURTAIN_DATABASE_URL":
 					if value != "" {
 						t.Errorf("%s: %s is set in the agent shell", source, name)
 					}

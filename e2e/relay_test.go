@@ -111,7 +111,7 @@ func TestRelayAndKeys(t *testing.T) {
 					}
 				}
 				switch name {
-				case "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN", "IRONCURTAIN_OPERATOR_TOKEN", "IRONCURTAIN_DATABASE_URL":
+				case "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "GH_TOKEN", "IRONCURTAIN_OPERATOR_TOKEN", "IRONCURTAIN_METRICS_TOKEN", "IRONCURTAIN_DATABASE_URL":
 					t.Errorf("%s: %s is set in the agent container", source, name)
 				}
 			}

@@ -577,7 +577,7 @@ func TestComposeEnvExampleDocumentsEveryVariable(t *testing.T) {
 	}
 	// The generated secrets are empty in the example (make up fills them).
 	for _, l := range example {
-		for _, secret := range []string{"POSTGRES_PASSWORD", "IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_OPERATOR_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN"} {
+		for _, secret := range []string{"POSTGRES_PASSWORD", "IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_OPERATOR_TOKEN", "IRONCURTAIN_METRICS_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN"} {
 			if strings.HasPrefix(l, secret+"=") && l != secret+"=" {
 				t.Errorf("%s carries a value for %s", composeEnv, secret)
 			}

@@ -72,10 +72,10 @@ func TestObservabilityProfileIsolation(t *testing.T) {
 			for k, v := range s.environment(t) {
 				for _, ref := range varRefs(v) {
 					switch {
-					case name == "prometheus" && ref == "IRONCURTAIN_OPERATOR_TOKEN" && k == ref:
+					case name == "prometheus" && ref == "IRONCURTAIN_METRICS_TOKEN" && k == ref:
 					case name == "grafana" && ref == "GRAFANA_ADMIN_PASSWORD" && k == "GF_SECURITY_ADMIN_PASSWORD":
 					default:
-						t.Errorf("%s takes ${%s}: the profile gets the operator token (Prometheus) and its own password (Grafana), nothing else", k, ref)
+						t.Errorf("%s takes ${%s}: the profile gets the metrics token (Prometheus, never the operator token) and its own password (Grafana), nothing else", k, ref)
 					}
 				}
 			}
@@ -105,7 +105,7 @@ func TestObservabilityProfileIsolation(t *testing.T) {
 		t.Errorf("%s scrapes %v, want the gateway's ops listener %s:%d", obsPrometheus, got, ops.Host, ops.Port)
 	}
 	if sc.Authorization.Credentials != "" || sc.Authorization.CredentialsFile == "" {
-		t.Errorf("%s: the operator token must come from a file, never the config", obsPrometheus)
+		t.Errorf("%s: the metrics token must come from a file, never the config", obsPrometheus)
 	}
 }
 
@@ -124,7 +124,7 @@ func TestObservabilityProfileConfigAccepted(t *testing.T) {
 		t.Skip("neither docker compose nor docker-compose is installed")
 	}
 	env := filepath.Join(t.TempDir(), "env")
-	if err := os.WriteFile(env, []byte("POSTGRES_PASSWORD=p\nIRONCURTAIN_AGENT_TOKEN=a\nIRONCURTAIN_OPERATOR_TOKEN=o\nGRAFANA_ADMIN_PASSWORD=g\n"), 0o600); err != nil {
+	if err := os.WriteFile(env, []byte("POSTGRES_PASSWORD=p\nIRONCURTAIN_AGENT_TOKEN=a\nIRONCURTAIN_OPERATOR_TOKEN=o\nIRONCURTAIN_METRICS_TOKEN=m\nGRAFANA_ADMIN_PASSWORD=g\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
