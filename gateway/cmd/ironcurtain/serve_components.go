@@ -76,16 +76,9 @@ func newAuthenticator(tokens map[string]string) (session.Authenticator, error) {
 // loadOperators returns the operator tokens, refusing any that is also an
 // agent token (an agent that could approve its own escalations has no policy).
 func loadOperators(cfg *config.Config, getenv func(string) string, agentTokens map[string]string) (*opsapi.Operators, error) {
-	tokens := map[string]opsapi.OperatorToken{}
-	if t := getenv(envOperatorToken); t != "" {
-		tokens[defaultOperator] = opsapi.OperatorToken(t)
-	}
-	for _, name := range sortedKeys(cfg.Ops.OperatorTokenFiles) {
-		t, err := readSecretFile("ops.operator_token_files."+name, cfg.Ops.OperatorTokenFiles[name])
-		if err != nil {
-			return nil, err
-		}
-		tokens[name] = opsapi.OperatorToken(t)
+	tokens, err := readOpsTokens(getenv(envOperatorToken), defaultOperator, "ops.operator_token_files", cfg.Ops.OperatorTokenFiles)
+	if err != nil {
+		return nil, err
 	}
 	ops, err := opsapi.NewOperators(tokens)
 	if err != nil {
@@ -101,20 +94,30 @@ func loadOperators(cfg *config.Config, getenv func(string) string, agentTokens m
 	return ops, nil
 }
 
-// loadScrapers returns the metrics tokens (nil when none is configured):
-// they open GET /metrics only, so each must differ from every agent and
-// operator token.
-func loadScrapers(cfg *config.Config, getenv func(string) string, agentTokens map[string]string, operators *opsapi.Operators) (*opsapi.Operators, error) {
+// readOpsTokens returns name → token: fromEnv (when set) as envName, and
+// each file of field (name → path).
+func readOpsTokens(fromEnv, envName, field string, files map[string]string) (map[string]opsapi.OperatorToken, error) {
 	tokens := map[string]opsapi.OperatorToken{}
-	if t := getenv(envMetricsToken); t != "" {
-		tokens[defaultScraper] = opsapi.OperatorToken(t)
+	if fromEnv != "" {
+		tokens[envName] = opsapi.OperatorToken(fromEnv)
 	}
-	for _, name := range sortedKeys(cfg.Ops.MetricsTokenFiles) {
-		t, err := readSecretFile("ops.metrics_token_files."+name, cfg.Ops.MetricsTokenFiles[name])
+	for _, name := range sortedKeys(files) {
+		t, err := readSecretFile(field+"."+name, files[name])
 		if err != nil {
 			return nil, err
 		}
 		tokens[name] = opsapi.OperatorToken(t)
+	}
+	return tokens, nil
+}
+
+// loadScrapers returns the metrics tokens (nil when none is configured):
+// they open GET /metrics only, so each must differ from every agent and
+// operator token.
+func loadScrapers(cfg *config.Config, getenv func(string) string, agentTokens map[string]string, operators *opsapi.Operators) (*opsapi.Operators, error) {
+	tokens, err := readOpsTokens(getenv(envMetricsToken), defaultScraper, "ops.metrics_token_files", cfg.Ops.MetricsTokenFiles)
+	if err != nil {
+		return nil, err
 	}
 	if len(tokens) == 0 {
 		return nil, nil

@@ -158,15 +158,26 @@ func processUsage(t *testing.T) (rss int64, fds int) {
 
 func opsMetrics(t *testing.T, ops string) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+ops+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+testOperatorToken)
+	_, body := opsDo(t, ops, http.MethodGet, "/metrics", testOperatorToken)
+	return body
+}
+
+// opsDo sends method path to the ops listener with token as the bearer
+// token and returns the status and the body.
+func opsDo(t *testing.T, ops, method, path, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+ops+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	return resp.StatusCode, string(b)
 }
 
 // metricValue returns the value of the sample line starting with series.

@@ -452,12 +452,12 @@ func TestObservabilityLiveMetrics(t *testing.T) {
 	g := runObservedGateway(t, db, sandbox, pinNotesEcho(t, sandboxPolicy(t, sandbox)))
 	driveTraffic(t, g, db, sandbox)
 	// Scraped as Prometheus does: with a metrics token, which opens nothing else.
-	status, text := opsGet(t, g.ops, "/metrics", testMetricsToken)
+	status, text := opsDo(t, g.ops, http.MethodGet, "/metrics", testMetricsToken)
 	if status != http.StatusOK {
 		t.Fatalf("GET /metrics with the metrics token: %d %.200s", status, text)
 	}
 	for _, path := range []string{"/v1/escalations", "/v1/audit/tool-calls", "/v1/sessions", "/v1/policy"} {
-		if status, body := opsGet(t, g.ops, path, testMetricsToken); status != http.StatusUnauthorized {
+		if status, body := opsDo(t, g.ops, http.MethodGet, path, testMetricsToken); status != http.StatusUnauthorized {
 			t.Errorf("GET %s with the metrics token: %d, want 401: %.200s", path, status, body)
 		}
 	}
@@ -555,17 +555,3 @@ func TestObservabilityLiveMetrics(t *testing.T) {
 
 // testMetricsToken is the observed gateway's IRONCURTAIN_METRICS_TOKEN.
 const testMetricsToken = "metrics-token-for-tests-0123456789"
-
-// opsGet GETs path on the ops listener with token as the bearer token.
-func opsGet(t *testing.T, ops, path, token string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+ops+path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}

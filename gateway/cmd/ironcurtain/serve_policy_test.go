@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,18 +16,7 @@ func TestServePolicyReload(t *testing.T) {
 	g := startGateway(t)
 	do := func(method, path, token string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, "http://"+g.ops+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return opsDo(t, g.ops, method, path, token)
 	}
 	if code, _ := do(http.MethodPost, "/v1/policy/reload", testAgentToken); code != http.StatusUnauthorized {
 		t.Fatalf("reload with the agent token: %d, want 401", code)

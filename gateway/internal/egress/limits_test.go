@@ -20,6 +20,13 @@ import (
 // echoUpstream is a TCP server on 127.0.0.1 that echoes what it reads.
 func echoUpstream(t testing.TB) int {
 	t.Helper()
+	return echoUpstreamWith(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+}
+
+// echoUpstreamWith serves every connection with echo on a loopback port
+// and returns the port.
+func echoUpstreamWith(t testing.TB, echo func(net.Conn)) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +40,7 @@ func echoUpstream(t testing.TB) int {
 			}
 			go func() {
 				defer c.Close()
-				_, _ = io.Copy(c, c)
+				echo(c)
 			}()
 		}
 	}()

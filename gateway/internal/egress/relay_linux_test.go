@@ -36,24 +36,9 @@ func openPipes(t *testing.T) int {
 // own, which the test counts).
 func copyEchoUpstream(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	return echoUpstreamWith(t, func(c net.Conn) {
+		_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+	})
 }
 
 // waitHeld waits up to a second for the relay buffers held to reach want.
