@@ -151,3 +151,86 @@ func TestRelayBufferCap(t *testing.T) {
 		t.Fatalf("%d slots still taken after every buffer was given back", n)
 	}
 }
+
+// Tunnels stuck writing to an upstream that stopped reading each hold one
+// buffer, at most maxBigRelayBufs of them big; another tunnel still relays,
+// and when the idle watchdog cuts the stuck ones every buffer and slot
+// comes back.
+func TestStuckTunnelsBoundedBuffers(t *testing.T) {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	port := echoUpstreamWith(t, func(c net.Conn) {
+		first := make([]byte, 1)
+		if _, err := io.ReadFull(c, first); err != nil {
+			return
+		}
+		if first[0] == 'S' { // stall: never read again, hold the connection
+			<-done
+			return
+		}
+		_, _ = c.Write(first)
+		_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+	})
+	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
+		c.UnsafeSkipSNICheck = true
+		c.IdleTimeout = 8 * time.Second // every stuck tunnel blocks well before the first is cut
+		c.MaxTunnelsPerSession = 2 * maxBigRelayBufs // above the default 64: more stuck tunnels than big buffers
+	}))
+	heldBefore := relayBufsHeld.Load()
+	const stuck = maxBigRelayBufs + 30
+	chunk := make([]byte, 1<<20)
+	for i := range stuck {
+		c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
+		if resp.StatusCode != 200 {
+			t.Fatalf("tunnel %d: %s", i, resp.Status)
+		}
+		defer c.Close()
+		go func() {
+			_ = c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+			if _, err := c.Write([]byte{'S'}); err != nil {
+				return
+			}
+			for { // until the socket buffers fill and the proxy cuts the tunnel
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	// Wait until every stuck tunnel is blocked holding its buffer (before
+	// the watchdog cuts them).
+	deadline := time.Now().Add(7 * time.Second)
+	for relayBufsHeld.Load()-heldBefore < stuck && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	held, big := relayBufsHeld.Load()-heldBefore, len(bigRelaySlots)
+	if held < stuck {
+		t.Fatalf("%d of %d stuck tunnels hold a buffer", held, stuck)
+	}
+	if big > maxBigRelayBufs {
+		t.Fatalf("%d big buffers in use; the cap is %d", big, maxBigRelayBufs)
+	}
+	t.Logf("%d stuck tunnels hold %d buffers, %d of them big (cap %d)", stuck, held, big, maxBigRelayBufs)
+	// Another tunnel still relays, in both directions, with the cap reached.
+	c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	msg := append([]byte{'E'}, bytes.Repeat([]byte("0123456789abcdef"), 8192)...) // 128 KiB + 1
+	go func() { _, _ = c.Write(msg) }()
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("a tunnel beside %d stuck ones: %v (echo equal: %v)", stuck, err, bytes.Equal(got, msg))
+	}
+	c.Close()
+	// The watchdog cuts the stuck tunnels; every buffer comes back.
+	deadline = time.Now().Add(20 * time.Second)
+	for (relayBufsHeld.Load() != heldBefore || len(bigRelaySlots) != 0) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if h, n := relayBufsHeld.Load(), len(bigRelaySlots); h != heldBefore || n != 0 {
+		t.Fatalf("after the stuck tunnels were cut: %d buffers held (before: %d), %d big slots taken", h, heldBefore, n)
+	}
+}
