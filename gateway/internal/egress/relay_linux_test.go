@@ -173,7 +173,7 @@ func TestStuckTunnelsBoundedBuffers(t *testing.T) {
 	})
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
 		c.UnsafeSkipSNICheck = true
-		c.IdleTimeout = 8 * time.Second // every stuck tunnel blocks well before the first is cut
+		c.IdleTimeout = 8 * time.Second              // every stuck tunnel blocks well before the first is cut
 		c.MaxTunnelsPerSession = 2 * maxBigRelayBufs // above the default 64: more stuck tunnels than big buffers
 	}))
 	heldBefore := relayBufsHeld.Load()
