@@ -68,35 +68,20 @@ func BenchmarkConnectFirstByte(b *testing.B) {
 // echoOneUpstream answers every byte it reads with one byte, closing with
 // a reset (no TIME_WAIT pile-up over thousands of iterations).
 func echoOneUpstream(b testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
+	return echoUpstreamWith(b, func(c net.Conn) {
+		_ = c.(*net.TCPConn).SetLinger(0)
+		buf := make([]byte, 512)
 		for {
-			c, err := ln.Accept()
+			_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+			n, err := c.Read(buf)
+			if n > 0 {
+				if _, err := c.Write(buf[:1]); err != nil {
+					return
+				}
+			}
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				_ = c.(*net.TCPConn).SetLinger(0)
-				buf := make([]byte, 512)
-				for {
-					_ = c.SetReadDeadline(time.Now().Add(time.Minute))
-					n, err := c.Read(buf)
-					if n > 0 {
-						if _, err := c.Write(buf[:1]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	})
 }
