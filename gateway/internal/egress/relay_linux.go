@@ -31,11 +31,13 @@ import (
 const (
 	// bigRelayBuf is the buffer a direction moves with while its source
 	// keeps it full (a bulk transfer): fewer, larger reads and writes than
-	// relayBuf's.
-	bigRelayBuf = 256 << 10
+	// relayBuf's. Measured side by side (make bench-egress): 512 KiB moves
+	// more bytes per second and costs the proxy less CPU per byte than 256
+	// KiB (each read is a system call, a wake-up and a window update).
+	bigRelayBuf = 512 << 10
 	// maxBigRelayBufs bounds the big buffers in use at once (16 MiB); a
 	// direction that finds none free goes on with a relayBuf one.
-	maxBigRelayBufs = 64
+	maxBigRelayBufs = 32
 )
 
 var (

@@ -17,21 +17,30 @@ import (
 // The upstream protocol: the client sends an 8-byte big-endian length and
 // that many bytes; the upstream answers one byte once it has them all.
 
+// writeBuf is the size of the client's writes.
+const writeBuf = 256 << 10
+
 // upstream is the TCP server every path ends at.
 type upstream struct {
-	ln   net.Listener
-	port int
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	open map[net.Conn]struct{}
+	ln      net.Listener
+	port    int
+	readBuf int // the size of its reads
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	open    map[net.Conn]struct{}
 }
 
-func startUpstream() (*upstream, error) {
+// startUpstream listens on loopback; the upstream reads in pieces of
+// readBuf bytes.
+func startUpstream(readBuf int) (*upstream, error) {
+	if readBuf <= 0 {
+		return nil, fmt.Errorf("-read-buf %d: want > 0", readBuf)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{ln: ln, port: ln.Addr().(*net.TCPAddr).Port, open: map[net.Conn]struct{}{}}
+	u := &upstream{ln: ln, port: ln.Addr().(*net.TCPAddr).Port, readBuf: readBuf, open: map[net.Conn]struct{}{}}
 	u.wg.Add(1)
 	go u.accept()
 	return u, nil
@@ -63,8 +72,15 @@ func (u *upstream) serve(c net.Conn) {
 		return
 	}
 	n := int64(binary.BigEndian.Uint64(hdr[:]))
-	if got, err := io.CopyN(io.Discard, c, n); err != nil || got != n {
-		return
+	// Read into a buffer of readBuf bytes, as a receiver does (not
+	// io.Discard, whose ReadFrom reads 8 KiB at a time).
+	buf := make([]byte, u.readBuf)
+	for left := n; left > 0; {
+		k, err := c.Read(buf[:min(left, int64(len(buf)))])
+		if err != nil {
+			return
+		}
+		left -= int64(k)
 	}
 	if _, err := c.Write([]byte{1}); err != nil {
 		return
@@ -189,7 +205,7 @@ func throughput(t target, upPort, streams int, perStream int64) (float64, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]byte, 256<<10)
+			buf := make([]byte, writeBuf)
 			if err := send(c, buf, perStream); err != nil {
 				errs <- err
 			}

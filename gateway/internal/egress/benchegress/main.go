@@ -50,6 +50,7 @@ func main() {
 	flag.StringVar(&o.squid, "squid", "", "squid binary (empty: left out)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions")
 	flag.Int64Var(&o.bytes, "bytes", 1<<30, "bytes of the one-stream run (the multi-stream run moves the same in all)")
+	flag.IntVar(&o.readBuf, "read-buf", 256<<10, "size of the upstream's reads (the client writes 256 KiB at a time)")
 	flag.IntVar(&o.streams, "streams", 32, "streams of the multi-stream run")
 	flag.IntVar(&o.workers, "workers", 32, "workers of the second connect run")
 	flag.DurationVar(&o.connectTime, "connect-time", 3*time.Second, "duration of each connect run")
@@ -72,6 +73,7 @@ type options struct {
 	smokescreen, squid string
 	reps               int
 	bytes              int64
+	readBuf            int
 	streams, workers   int
 	connectTime        time.Duration
 	idle               int
@@ -98,8 +100,17 @@ func parseWorkloads(list string) (map[string]bool, error) {
 func (o options) runs(workload string) bool { return o.workloads == nil || o.workloads[workload] }
 
 func run(o options, out io.Writer) error {
-	if o.reps < 1 || o.bytes < 1 || o.streams < 1 || o.workers < 1 || o.idle < 0 || o.connectTime <= 0 {
-		return fmt.Errorf("bad options: reps, bytes, streams, workers must be positive, idle not negative")
+	for _, c := range []struct {
+		flag string
+		bad  bool
+	}{
+		{"-reps", o.reps < 1}, {"-bytes", o.bytes < 1}, {"-read-buf", o.readBuf < 1},
+		{"-streams", o.streams < 1}, {"-workers", o.workers < 1},
+		{"-connect-time", o.connectTime <= 0}, {"-idle", o.idle < 0},
+	} {
+		if c.bad {
+			return fmt.Errorf("bad option %s: want > 0 (-idle: >= 0)", c.flag)
+		}
 	}
 	raiseFileLimit()
 	if o.dir == "" {
@@ -112,7 +123,7 @@ func run(o options, out io.Writer) error {
 	} else if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
 	}
-	up, err := startUpstream()
+	up, err := startUpstream(o.readBuf)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,8 @@ func TestMain(m *testing.M) {
 func TestHarnessSmoke(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	o := options{reps: 1, bytes: 1 << 20, streams: 4, workers: 4, connectTime: 200 * time.Millisecond, idle: 20, dir: dir}
+	// An upstream reading 8 KiB at a time: many reads per client write.
+	o := options{reps: 1, bytes: 1 << 20, readBuf: 8 << 10, streams: 4, workers: 4, connectTime: 200 * time.Millisecond, idle: 20, dir: dir}
 	if err := run(o, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +46,33 @@ func TestHarnessSmoke(t *testing.T) {
 		t.Errorf("audit: %d rows, %d allowed; want >= 25, all allowed", rows, allowed)
 	}
 	t.Logf("\n%s", table)
+}
+
+// Every bad option is refused before anything starts, naming its flag.
+func TestHarnessRefusesBadOptions(t *testing.T) {
+	good := options{reps: 1, bytes: 1 << 20, readBuf: 1 << 10, streams: 1, workers: 1, connectTime: time.Second}
+	for _, tc := range []struct {
+		flag string
+		set  func(*options)
+	}{
+		{"-reps", func(o *options) { o.reps = 0 }},
+		{"-bytes", func(o *options) { o.bytes = -1 }},
+		{"-read-buf", func(o *options) { o.readBuf = 0 }},
+		{"-streams", func(o *options) { o.streams = 0 }},
+		{"-workers", func(o *options) { o.workers = -3 }},
+		{"-connect-time", func(o *options) { o.connectTime = 0 }},
+		{"-idle", func(o *options) { o.idle = -1 }},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			o := good
+			o.dir = t.TempDir()
+			tc.set(&o)
+			err := run(o, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), tc.flag+":") {
+				t.Fatalf("run: %v; want an error naming %s", err, tc.flag)
+			}
+		})
+	}
 }
 
 func TestRatios(t *testing.T) {
