@@ -236,7 +236,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if err != nil {
 		return err
 	}
-	proxyLn, err := listen("egress.listen", cfg.Egress.ListenAddr())
+	proxyLn, err := listenWith(egress.ListenConfig(), "egress.listen", cfg.Egress.ListenAddr())
 	if err != nil {
 		apiLn.Close()
 		return err
@@ -319,7 +319,11 @@ func serveHTTP(s *http.Server, ln net.Listener, name string) error {
 }
 
 func listen(field, addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+	return listenWith(net.ListenConfig{}, field, addr)
+}
+
+func listenWith(lc net.ListenConfig, field, addr string) (net.Listener, error) {
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: listening on %s: %w", field, addr, err)
 	}

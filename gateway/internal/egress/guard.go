@@ -32,6 +32,10 @@ type GuardConfig struct {
 	Resolver Resolver
 	// DialTimeout defaults to DefaultDialTimeout.
 	DialTimeout time.Duration
+	// KeepAlive is net.Dialer's: 0 is Go's default (TCP keep-alive probes
+	// after 15 s idle), negative turns them off (the egress proxy's tunnels,
+	// whose idle watchdog cuts a silent tunnel before probes would).
+	KeepAlive time.Duration
 }
 
 // Guard makes outbound TCP connections on behalf of the agent safely: it
@@ -74,6 +78,7 @@ func NewGuard(c GuardConfig) (*Guard, error) {
 		addrs:    netpolicy.AddressPolicy{UnsafeAllow: append([]netip.Prefix(nil), c.Addresses.UnsafeAllow...)},
 		resolver: c.Resolver,
 		timeout:  c.DialTimeout,
+		dialer:   net.Dialer{KeepAlive: c.KeepAlive},
 	}
 	if g.resolver == nil {
 		g.resolver = net.DefaultResolver

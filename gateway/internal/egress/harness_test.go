@@ -148,7 +148,8 @@ func startProxy(t testing.TB, upstreamPort int, opts ...proxyOpt) *testProxy {
 	if err != nil {
 		t.Fatalf("NewProxy: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lc := ListenConfig() // the production listener
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

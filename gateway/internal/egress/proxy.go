@@ -179,7 +179,10 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 		}
 		ports[port] = true
 	}
-	g, err := NewGuard(GuardConfig{Allow: c.Allow, Addresses: c.Addresses, Resolver: c.Resolver, DialTimeout: c.ConnectTimeout})
+	// No TCP keep-alive towards upstreams: a tunnel's idle watchdog
+	// (IdleTimeout) already cuts a silent one, and the probes' four
+	// setsockopt calls are a tenth of a tunnel's system calls.
+	g, err := NewGuard(GuardConfig{Allow: c.Allow, Addresses: c.Addresses, Resolver: c.Resolver, DialTimeout: c.ConnectTimeout, KeepAlive: -1})
 	if err != nil {
 		return nil, fmt.Errorf("creating egress proxy: %w", err)
 	}
@@ -253,6 +256,13 @@ func (p *Proxy) newGoproxy() *goproxy.ProxyHttpServer {
 	gp.OnResponse().DoFunc(p.handleResponse)
 	return gp
 }
+
+// ListenConfig returns the configuration of the proxy's listener: accepted
+// connections get no TCP keep-alive probes. Every state of a client
+// connection already has its own timer (ReadHeaderTimeout before a request
+// head, IdleTimeout between requests and on a tunnel), and Go's default
+// probes cost four setsockopt calls per connection.
+func ListenConfig() net.ListenConfig { return net.ListenConfig{KeepAlive: -1} }
 
 // Serve accepts proxy clients on ln until ctx ends, then stops accepting,
 // waits up to DrainTimeout for open requests and tunnels, closes the ones

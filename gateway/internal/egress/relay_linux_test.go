@@ -4,6 +4,7 @@ package egress
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
@@ -13,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // openPipes counts this process's descriptors that are pipes.
@@ -233,4 +238,76 @@ func TestStuckTunnelsBoundedBuffers(t *testing.T) {
 	if h, n := relayBufsHeld.Load(), len(bigRelaySlots); h != heldBefore || n != 0 {
 		t.Fatalf("after the stuck tunnels were cut: %d buffers held (before: %d), %d big slots taken", h, heldBefore, n)
 	}
+}
+
+// A tunnel's two sockets have no TCP keep-alive (the idle watchdog cuts a
+// silent tunnel first; the probes cost four setsockopt calls a socket),
+// while the Guard's other users keep Go's default.
+func TestTunnelSocketsNoKeepAlive(t *testing.T) {
+	port := echoUpstreamWith(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) { c.UnsafeSkipSNICheck = true }))
+	c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("x")); err != nil { // the relay has begun once the echo comes back
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	tp.p.mu.Lock()
+	conns := make([]net.Conn, 0, len(tp.p.conns))
+	for pc := range tp.p.conns {
+		conns = append(conns, pc)
+	}
+	tp.p.mu.Unlock()
+	if len(conns) != 2 {
+		t.Fatalf("%d tracked connections; want the tunnel's 2", len(conns))
+	}
+	for _, pc := range conns {
+		if ka := keepAlive(t, rawConn(pc)); ka != 0 {
+			t.Errorf("%s -> %s: SO_KEEPALIVE %d; want 0", pc.LocalAddr(), pc.RemoteAddr(), ka)
+		}
+	}
+	// Control: a Guard left at its default dials with keep-alive on.
+	g, err := NewGuard(GuardConfig{Allow: netpolicy.MustParsePatterns("example.com"), Addresses: loopback8,
+		Resolver: newFakeResolver().set("example.com", "127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := netpolicy.ParseHost("example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, _, err := g.Dial(context.Background(), h, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	if ka := keepAlive(t, dc); ka == 0 {
+		t.Error("a default Guard's connection has no keep-alive; the check above would pass vacuously")
+	}
+}
+
+func keepAlive(t *testing.T, c net.Conn) int {
+	t.Helper()
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		t.Fatalf("%T is not a TCP connection", c)
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { v, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE) }); err != nil {
+		t.Fatal(err)
+	}
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	return v
 }

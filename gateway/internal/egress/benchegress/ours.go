@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -59,7 +58,8 @@ func serveOurs(listen string, port int, auditPath string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", listen)
+	lc := egress.ListenConfig()
+	ln, err := lc.Listen(context.Background(), "tcp", listen)
 	if err != nil {
 		return err
 	}
