@@ -32,10 +32,9 @@ type GuardConfig struct {
 	Resolver Resolver
 	// DialTimeout defaults to DefaultDialTimeout.
 	DialTimeout time.Duration
-	// KeepAlive is net.Dialer's: 0 is Go's default (TCP keep-alive probes
-	// after 15 s idle), negative turns them off (the egress proxy's tunnels,
-	// whose idle watchdog cuts a silent tunnel before probes would).
-	KeepAlive time.Duration
+	// KeepAlive is net.Dialer's KeepAliveConfig; the zero value is Go's
+	// default (probes after 15 s idle, every 15 s).
+	KeepAlive net.KeepAliveConfig
 }
 
 // Guard makes outbound TCP connections on behalf of the agent safely: it
@@ -78,7 +77,7 @@ func NewGuard(c GuardConfig) (*Guard, error) {
 		addrs:    netpolicy.AddressPolicy{UnsafeAllow: append([]netip.Prefix(nil), c.Addresses.UnsafeAllow...)},
 		resolver: c.Resolver,
 		timeout:  c.DialTimeout,
-		dialer:   net.Dialer{KeepAlive: c.KeepAlive},
+		dialer:   net.Dialer{KeepAliveConfig: c.KeepAlive},
 	}
 	if g.resolver == nil {
 		g.resolver = net.DefaultResolver

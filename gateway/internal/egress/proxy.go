@@ -179,10 +179,7 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 		}
 		ports[port] = true
 	}
-	// No TCP keep-alive towards upstreams: a tunnel's idle watchdog
-	// (IdleTimeout) already cuts a silent one, and the probes' four
-	// setsockopt calls are a tenth of a tunnel's system calls.
-	g, err := NewGuard(GuardConfig{Allow: c.Allow, Addresses: c.Addresses, Resolver: c.Resolver, DialTimeout: c.ConnectTimeout, KeepAlive: -1})
+	g, err := NewGuard(GuardConfig{Allow: c.Allow, Addresses: c.Addresses, Resolver: c.Resolver, DialTimeout: c.ConnectTimeout, KeepAlive: upstreamKeepAlive})
 	if err != nil {
 		return nil, fmt.Errorf("creating egress proxy: %w", err)
 	}
@@ -257,11 +254,23 @@ func (p *Proxy) newGoproxy() *goproxy.ProxyHttpServer {
 	return gp
 }
 
+// TCP keep-alive probes cost system calls on every connection (Go's default
+// sets four options), and a tunnel's system calls are most of its cost.
+// Towards the agent the proxy sends none: every state of a client
+// connection has its own timer (ReadHeaderTimeout before a request head,
+// IdleTimeout between requests and on a tunnel), and the agent reaches the
+// gateway without a NAT that could forget it (the same host, a pod network,
+// Compose's bridge, whose conntrack keeps established flows for days).
+// Towards upstreams probes are kept, for the NATs on the way out (cloud NAT
+// gateways drop idle flows after 4-6 minutes, less than a long
+// idle_timeout): the first after 60 s of silence, then at the host's
+// interval (net.ipv4.tcp_keepalive_intvl, 75 s by default), two options
+// set instead of four. Dead peers are not what they are for: the idle
+// watchdog cuts a silent tunnel.
+var upstreamKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 60 * time.Second, Interval: -1, Count: -1}
+
 // ListenConfig returns the configuration of the proxy's listener: accepted
-// connections get no TCP keep-alive probes. Every state of a client
-// connection already has its own timer (ReadHeaderTimeout before a request
-// head, IdleTimeout between requests and on a tunnel), and Go's default
-// probes cost four setsockopt calls per connection.
+// connections get no TCP keep-alive probes (upstreamKeepAlive says why).
 func ListenConfig() net.ListenConfig { return net.ListenConfig{KeepAlive: -1} }
 
 // Serve accepts proxy clients on ln until ctx ends, then stops accepting,

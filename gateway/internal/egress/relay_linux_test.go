@@ -240,10 +240,10 @@ func TestStuckTunnelsBoundedBuffers(t *testing.T) {
 	}
 }
 
-// A tunnel's two sockets have no TCP keep-alive (the idle watchdog cuts a
-// silent tunnel first; the probes cost four setsockopt calls a socket),
-// while the Guard's other users keep Go's default.
-func TestTunnelSocketsNoKeepAlive(t *testing.T) {
+// A tunnel's client socket has no TCP keep-alive; its upstream socket
+// probes after 60 s idle, with the host's interval and count (two options
+// set); a Guard left at its default keeps Go's.
+func TestTunnelSocketsKeepAlive(t *testing.T) {
 	port := echoUpstreamWith(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) { c.UnsafeSkipSNICheck = true }))
 	c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
@@ -260,18 +260,32 @@ func TestTunnelSocketsNoKeepAlive(t *testing.T) {
 	tp.p.mu.Lock()
 	conns := make([]net.Conn, 0, len(tp.p.conns))
 	for pc := range tp.p.conns {
-		conns = append(conns, pc)
+		conns = append(conns, rawConn(pc))
 	}
 	tp.p.mu.Unlock()
 	if len(conns) != 2 {
 		t.Fatalf("%d tracked connections; want the tunnel's 2", len(conns))
 	}
+	var sawClient, sawUpstream bool
 	for _, pc := range conns {
-		if ka := keepAlive(t, rawConn(pc)); ka != 0 {
-			t.Errorf("%s -> %s: SO_KEEPALIVE %d; want 0", pc.LocalAddr(), pc.RemoteAddr(), ka)
+		ka := sockopt(t, pc, unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+		switch {
+		case pc.LocalAddr().String() == tp.addr: // accepted from the agent
+			sawClient = true
+			if ka != 0 {
+				t.Errorf("client socket: SO_KEEPALIVE %d; want 0", ka)
+			}
+		case pc.RemoteAddr().(*net.TCPAddr).Port == port:
+			sawUpstream = true
+			if idle := sockopt(t, pc, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE); ka != 1 || idle != 60 {
+				t.Errorf("upstream socket: SO_KEEPALIVE %d, TCP_KEEPIDLE %d; want 1, 60", ka, idle)
+			}
 		}
 	}
-	// Control: a Guard left at its default dials with keep-alive on.
+	if !sawClient || !sawUpstream {
+		t.Fatalf("client socket seen %v, upstream socket seen %v", sawClient, sawUpstream)
+	}
+	// Control: a Guard left at its default dials with Go's keep-alive (15 s).
 	g, err := NewGuard(GuardConfig{Allow: netpolicy.MustParsePatterns("example.com"), Addresses: loopback8,
 		Resolver: newFakeResolver().set("example.com", "127.0.0.1")})
 	if err != nil {
@@ -286,12 +300,12 @@ func TestTunnelSocketsNoKeepAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dc.Close()
-	if ka := keepAlive(t, dc); ka == 0 {
-		t.Error("a default Guard's connection has no keep-alive; the check above would pass vacuously")
+	if ka, idle := sockopt(t, dc, unix.SOL_SOCKET, unix.SO_KEEPALIVE), sockopt(t, dc, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE); ka != 1 || idle != 15 {
+		t.Errorf("default Guard: SO_KEEPALIVE %d, TCP_KEEPIDLE %d; want Go's 1, 15", ka, idle)
 	}
 }
 
-func keepAlive(t *testing.T, c net.Conn) int {
+func sockopt(t *testing.T, c net.Conn, level, opt int) int {
 	t.Helper()
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
@@ -303,7 +317,7 @@ func keepAlive(t *testing.T, c net.Conn) int {
 	}
 	var v int
 	var gerr error
-	if err := rc.Control(func(fd uintptr) { v, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { v, gerr = unix.GetsockoptInt(int(fd), level, opt) }); err != nil {
 		t.Fatal(err)
 	}
 	if gerr != nil {
