@@ -194,6 +194,8 @@ func (p *Proxy) escalate(ctx context.Context, st *reqState, h netpolicy.Host, po
 		p.pending[key] = pe
 	}
 	p.mu.Unlock()
+	ctx, stop := watchClient(ctx) // an agent that hangs up withdraws its question
+	defer stop()
 
 	if !waiting {
 		pe.rule, pe.ref = p.askHuman(ctx, st, h, port)

@@ -142,7 +142,7 @@ func (c *headConn) takeHead() (head []byte, ok bool) {
 type headConnKey struct{}
 
 func headConnContext(ctx context.Context, c net.Conn) context.Context {
-	if hc, ok := c.(*headConn); ok {
+	if hc := headConnOf(c); hc != nil {
 		return context.WithValue(ctx, headConnKey{}, hc)
 	}
 	return ctx

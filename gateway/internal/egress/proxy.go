@@ -295,14 +295,29 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	// request head (or sits idle between requests) gives way to a new one, so idle
 	// connections that never authenticate cannot keep a real CONNECT waiting.
 	hl := newHeadListener(lim.Listener(ln), p.cfg.MaxHeaderBytes+4096, 0)
+	// The front accepts and serves CONNECTs; the server gets every other
+	// connection from it (front.go).
+	fr := newFront(p, hl, lim)
 	flushCtx, stopFlush := context.WithCancel(context.Background())
 	flushed := make(chan struct{})
 	go func() { defer close(flushed); p.runAuthFlusher(flushCtx, p.authAggWindow) }()
 	defer func() { stopFlush(); <-flushed }()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(hl) }()
+	frontc := make(chan error, 1)
+	go func() { errc <- srv.Serve(fr.handoff) }()
+	go func() { frontc <- fr.serve() }()
 	select {
 	case err := <-errc:
+		fr.close()
+		<-frontc
+		return fmt.Errorf("serving egress proxy: %w", err)
+	case err := <-frontc:
+		fr.close()
+		_ = srv.Close()
+		<-errc
+		if err == nil {
+			err = errors.New("listener closed")
+		}
 		return fmt.Errorf("serving egress proxy: %w", err)
 	case <-ctx.Done():
 	}
@@ -311,7 +326,9 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	p.mu.Unlock()
 	drainCtx, cancel := context.WithTimeout(context.Background(), p.cfg.DrainTimeout)
 	defer cancel()
-	_ = srv.Shutdown(drainCtx) // stops accepting; waits for non-hijacked requests
+	fr.close() // stops accepting; closes connections that sent no head yet
+	<-frontc
+	_ = srv.Shutdown(drainCtx) // waits for non-hijacked requests
 	done := make(chan struct{})
 	go func() { p.inflight.Wait(); close(done) }()
 	select {
@@ -319,10 +336,11 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	case <-drainCtx.Done():
 		p.log.Warn("egress: drain timeout; closing open tunnels")
 		p.closeTunnels()
+		fr.closeAll()
 		_ = srv.Close()
 		<-done
 	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, errFrontClosed) {
 		return fmt.Errorf("serving egress proxy: %w", err)
 	}
 	return nil
