@@ -204,9 +204,7 @@ func (f *front) serveConn(c net.Conn) {
 	lr.n, lr.read = -1, nil // the tunnel's bytes are not bounded by the head's limit
 	_ = c.SetReadDeadline(time.Time{})
 	delete(req.Header, "Host")
-	var then func()
 	ctx := context.WithValue(context.Background(), headConnKey{}, headConnOf(c))
-	ctx = context.WithValue(ctx, thenKey{}, &then)
 	ctx = context.WithValue(ctx, watchKey{}, c)
 	ctx, cancel := context.WithCancel(ctx)
 	f.read(c, cancel)
@@ -221,9 +219,6 @@ func (f *front) serveConn(c net.Conn) {
 		_ = c.Close()
 	}
 	f.untrack(c)
-	if then != nil {
-		then() // the tunnel, on this goroutine (thenKey)
-	}
 }
 
 // frontServes reports whether the front serves req (read from head)

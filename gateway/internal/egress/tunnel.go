@@ -122,18 +122,8 @@ func (p *Proxy) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) 
 			st.fail(err)
 		}
 	}
-	if then, ok := req.Context().Value(thenKey{}).(*func()); ok {
-		*then = run // the front runs it once the handler chain has returned
-		return
-	}
 	go run()
 }
-
-// thenKey is the context key of a request's continuation: where hijack
-// leaves the tunnel's relay for the goroutine that read the request (the
-// proxy's front) to run after the handler returns, instead of starting a
-// goroutine of its own.
-type thenKey struct{}
 
 // pinnedDialRaw dials the decided destination of a tunnel (through the same
 // check as pinnedDial, without the per-read deadline wrapper: the relay
