@@ -261,3 +261,60 @@ func TestFrontPanicEndsOneConnection(t *testing.T) {
 		t.Fatalf("shutdown after a panic: %v in %v", err, time.Since(start))
 	}
 }
+
+// Shutdown closes the connections that have sent no complete head at once
+// (as http.Server.Shutdown closes idle ones); a CONNECT that waits for a
+// human is ended at the drain timeout, its escalation withdrawn.
+func TestFrontShutdown(t *testing.T) {
+	port := echoUpstream(t)
+	esc := &blockingEscalator{called: make(chan struct{}, 1), ended: make(chan error, 1)}
+	res := newFakeResolver().set("new.test", "127.0.0.1")
+	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
+		noSNI(c)
+		c.EscalateUnknownHosts = true
+		c.Resolver = res
+		c.DrainTimeout = 500 * time.Millisecond
+		c.ReadHeaderTimeout = 30 * time.Second
+	}), withDeps(func(d *Deps) { d.Escalator = esc }))
+	var idle []net.Conn
+	for i := range 50 {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i == 0 {
+			_, _ = io.WriteString(c, "CONNECT example.com:443 HTTP/1.1\r\n") // half a head
+		}
+		idle = append(idle, c)
+	}
+	waiting, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	target := hostPort("new.test", port)
+	_, _ = io.WriteString(waiting, "CONNECT "+target+" HTTP/1.1\r\nProxy-Authorization: "+basicAuth(tokenS1)+"\r\n\r\n")
+	select {
+	case <-esc.called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no escalation")
+	}
+	start := time.Now()
+	if err := tp.stop(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Serve returned after %v; want about the drain timeout (500ms)", d)
+	}
+	select {
+	case <-esc.ended:
+	default:
+		t.Fatal("the escalation still waits after shutdown")
+	}
+	for i, c := range append(idle, waiting) {
+		if !closedWithin(c, time.Second) {
+			t.Fatalf("connection %d still open after shutdown", i)
+		}
+	}
+}
