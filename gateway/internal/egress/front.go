@@ -36,8 +36,8 @@ import (
 // for a CONNECT, a background read that net/http starts before the handler
 // runs and stops again when the handler hijacks: a goroutine, a system call
 // and two hand-offs between threads. Without them a tunnel costs the proxy
-// 3-7 % less CPU with one connecting client and 11-15 % less with 32
-// (docs/egress.md, "The front").
+// 11-15 % less CPU with 32 clients connecting at once (docs/egress.md,
+// "The front").
 //
 // The front does not decide anything: it chooses which code serves a
 // connection whose request both would parse identically
