@@ -110,7 +110,7 @@ func (p *Proxy) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) 
 	_ = client.SetDeadline(time.Time{})
 	_ = target.SetDeadline(time.Time{}) // the relay's watchdog bounds idleness from here
 	detached, st.detached = true, true
-	run := func() {
+	go func() {
 		defer p.end(st)
 		defer func() {
 			untrackClient()
@@ -121,8 +121,7 @@ func (p *Proxy) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) 
 		if err := p.relay(st, client, target); err != nil {
 			st.fail(err)
 		}
-	}
-	go run()
+	}()
 }
 
 // pinnedDialRaw dials the decided destination of a tunnel (through the same
