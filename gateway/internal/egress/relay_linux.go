@@ -5,89 +5,159 @@ package egress
 import (
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// The relay's copy loop between two TCP sockets. A direction waits for its
-// source to be readable holding nothing, takes a buffer when there are bytes
-// to move, and gives it back as soon as the source has none: an idle tunnel
-// holds its two sockets only (no buffer, no pipe), however many are open.
+// The relay's loop between two TCP sockets. A direction waits for its
+// source to be readable holding nothing, takes a carrier when there are
+// bytes to move, and gives it back as soon as the source has none: an idle
+// tunnel holds its two sockets only (no pipe, no buffer), however many are
+// open.
 //
-// Why not splice(2) (io.Copy's path between TCP sockets, and this relay's
-// before): measured side by side (make bench-egress, docs/egress.md), it
-// spends a third of the proxy's CPU per byte but makes the same-host peers
-// slower. The pages a sender wrote are handed on instead of being copied and
-// freed, so the sender cannot reuse its page fragments while they are in
-// flight and both peers copy cold memory: with the agent and the gateway on
-// one host (Compose, a Cloud Run instance, a Kubernetes node) the system
-// moved 10-25 % fewer bytes per second than with two copies in the proxy.
-// A copy also needs no pipe descriptors: io.Copy's splice held two per
-// direction for the tunnel's whole life.
+// The carrier is a pipe while one of maxRelayPipes is free: splice(2) moves
+// the bytes from the source socket into the pipe and from the pipe into the
+// destination without copying them through the proxy (io.Copy's path
+// between TCP sockets). Otherwise it is a relayBuf buffer, read into and
+// written from. Pipes are kept open in a pool between uses, so a burst
+// costs two splices and no pipe(2); at most maxRelayPipes exist at once
+// (2 descriptors each), whatever the number of tunnels. io.Copy's splice,
+// which this relay used at first, held a pipe per direction for the
+// tunnel's whole life: a proxy with 20,000 descriptors ran out at 3,334
+// tunnels.
+//
+// Why splice rather than copy, measured side by side (make bench-egress,
+// docs/egress.md): the proxy spends a third of the CPU per byte, and on the
+// current test VM 32 streams move 1.2-1.3x more bytes per second than
+// copying them through 512 KiB buffers. An earlier VM measured the reverse
+// for the whole system (docs/egress.md, "Splice or copy").
 
 const (
-	// bigRelayBuf is the buffer a direction moves with while its source
-	// keeps it full (a bulk transfer): fewer, larger reads and writes than
-	// relayBuf's. Measured side by side (make bench-egress): 512 KiB moves
-	// more bytes per second and costs the proxy less CPU per byte than 256
-	// KiB (each read is a system call, a wake-up and a window update).
-	bigRelayBuf = 512 << 10
-	// maxBigRelayBufs bounds the big buffers in use at once (16 MiB); a
-	// direction that finds none free goes on with a relayBuf one.
-	maxBigRelayBufs = 32
+	// relayPipeSize is a relay pipe's capacity (F_SETPIPE_SZ; the
+	// kernel's 64 KiB default if refused): the most one splice moves.
+	relayPipeSize = 1 << 20
+	// maxRelayPipes bounds the pipes open at once, in use or pooled; a
+	// direction that finds none free copies through a relayBuf buffer.
+	maxRelayPipes = 32
 )
 
 var (
-	bigRelayBufs  = sync.Pool{New: func() any { b := make([]byte, bigRelayBuf); return &b }}
-	bigRelaySlots = make(chan struct{}, maxBigRelayBufs)
-	// relayBufsHeld counts the buffers directions hold now (tests: idle
+	// relayPipeSlots holds a token per pipe in use; relayPipesFree the
+	// open, empty pipes not in use. A pipe is opened only by a direction
+	// holding a slot and pooled only when its slot is given back, so at
+	// most maxRelayPipes are open.
+	relayPipeSlots = make(chan struct{}, maxRelayPipes)
+	relayPipesFree = make(chan *relayPipe, maxRelayPipes)
+	// relayPipesOpen counts the relay pipes open (tests).
+	relayPipesOpen atomic.Int64
+	// relayHeld counts the carriers directions hold now (tests: idle
 	// tunnels hold none).
-	relayBufsHeld atomic.Int64
+	relayHeld atomic.Int64
 )
 
-// relayBuffer is a direction's buffer while bytes are in flight.
-type relayBuffer struct {
-	p   *[]byte
-	big bool
+// relayPipe is a pipe's two ends, non-blocking.
+type relayPipe struct{ r, w int }
+
+func openRelayPipe() (*relayPipe, error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, err
+	}
+	_, _ = unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, relayPipeSize) // a smaller pipe works too
+	relayPipesOpen.Add(1)
+	return &relayPipe{r: fds[0], w: fds[1]}, nil
 }
 
-// take gets a buffer: a big one when asked for and one is free, else a
-// relayBuf one.
-func (b *relayBuffer) take(big bool) {
-	relayBufsHeld.Add(1)
-	if big {
+func (p *relayPipe) close() {
+	_ = unix.Close(p.r)
+	_ = unix.Close(p.w)
+	relayPipesOpen.Add(-1)
+}
+
+// relayCarrier is what a direction holds while bytes are in flight: a pipe
+// (with inPipe bytes in it) or a buffer.
+type relayCarrier struct {
+	pipe   *relayPipe
+	inPipe int
+	buf    *[]byte
+}
+
+// take gets a pipe when one is free (and splice is not ruled out), else a
+// buffer.
+func (c *relayCarrier) take(noSplice bool) {
+	relayHeld.Add(1)
+	if !noSplice {
 		select {
-		case bigRelaySlots <- struct{}{}:
-			b.p, b.big = bigRelayBufs.Get().(*[]byte), true
-			return
+		case relayPipeSlots <- struct{}{}:
+			select {
+			case c.pipe = <-relayPipesFree:
+				return
+			default:
+			}
+			p, err := openRelayPipe()
+			if err == nil {
+				c.pipe = p
+				return
+			}
+			<-relayPipeSlots // out of descriptors, say: copy this time
 		default:
 		}
 	}
-	b.p, b.big = relayBufs.Get().(*[]byte), false
+	c.buf = relayBufs.Get().(*[]byte)
 }
 
-// release gives the buffer back (no-op when none is held).
-func (b *relayBuffer) release() {
+// held reports whether c holds a carrier.
+func (c *relayCarrier) held() bool { return c.pipe != nil || c.buf != nil }
+
+// release gives the carrier back (no-op when none is held). A pipe with
+// bytes still in it (the tunnel failed mid-way) is closed, never pooled.
+func (c *relayCarrier) release() {
 	switch {
-	case b.p == nil:
-		return
-	case b.big:
-		bigRelayBufs.Put(b.p)
-		<-bigRelaySlots
+	case c.pipe != nil:
+		if c.inPipe == 0 {
+			relayPipesFree <- c.pipe // never blocks: at most maxRelayPipes exist
+		} else {
+			c.pipe.close()
+		}
+		<-relayPipeSlots
+		c.pipe, c.inPipe = nil, 0
+	case c.buf != nil:
+		relayBufs.Put(c.buf)
+		c.buf = nil
 	default:
-		relayBufs.Put(b.p)
+		return
 	}
-	b.p = nil
-	relayBufsHeld.Add(-1)
+	relayHeld.Add(-1)
 }
 
-// socketRelay copies src to dst through a buffer held only while bytes are
-// in flight, counting the bytes into n and noting activity in last. At EOF
-// it half-closes dst. It falls back to pipe when either side is not a TCP
-// socket.
+// fill moves what the socket fd has (up to the carrier's size) into the
+// carrier: the count, 0 at EOF, or an error (EAGAIN: nothing to read).
+func (c *relayCarrier) fill(fd int) (int, error) {
+	for {
+		var k int
+		var err error
+		if c.pipe != nil {
+			var k64 int64
+			k64, err = unix.Splice(fd, nil, c.pipe.w, nil, relayPipeSize, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			k = int(k64)
+			if k > 0 {
+				c.inPipe += k
+			}
+		} else {
+			k, err = unix.Read(fd, *c.buf)
+		}
+		if err != unix.EINTR {
+			return k, err
+		}
+	}
+}
+
+// socketRelay moves src to dst (splice through a pooled pipe, or a copy
+// through a buffer), counting the bytes into n and noting activity in last.
+// At EOF it half-closes dst. It falls back to pipe when either side is not
+// a TCP socket.
 func socketRelay(dst, src net.Conn, n, last *atomic.Int64) error {
 	sc, ok1 := src.(*net.TCPConn)
 	dc, ok2 := dst.(*net.TCPConn)
@@ -102,28 +172,29 @@ func socketRelay(dst, src net.Conn, n, last *atomic.Int64) error {
 	if err != nil {
 		return err
 	}
-	var buf relayBuffer
-	defer buf.release()
-	wantBig := false
+	var c relayCarrier
+	defer c.release()
+	noSplice := false
 	for {
-		// Read what src has; when it has nothing, give the buffer back and
+		// Move what src has; when it has nothing, give the carrier back and
 		// wait (RawConn.Read waits for readability when f returns false).
 		var k int
 		var rerr error
 		if err := srs.Read(func(fd uintptr) bool {
-			if buf.p == nil {
-				buf.take(wantBig)
+			if !c.held() {
+				c.take(noSplice)
 			}
-			for {
-				k, rerr = unix.Read(int(fd), *buf.p)
-				if rerr != unix.EINTR {
-					break
-				}
+			k, rerr = c.fill(int(fd))
+			if rerr == unix.EINVAL && c.pipe != nil {
+				// This socket cannot be spliced (nothing was moved): copy.
+				noSplice = true
+				c.release()
+				c.take(noSplice)
+				k, rerr = c.fill(int(fd))
 			}
 			if rerr == unix.EAGAIN {
 				rerr = nil
-				buf.release()
-				wantBig = false
+				c.release()
 				return false
 			}
 			return true
@@ -138,16 +209,47 @@ func socketRelay(dst, src net.Conn, n, last *atomic.Int64) error {
 			return nil
 		}
 		last.Store(time.Now().UnixNano())
-		if err := writeAll(drs, (*buf.p)[:k], n, last); err != nil {
+		if c.pipe != nil {
+			err = spliceAll(drs, &c, n, last)
+		} else {
+			err = writeAll(drs, (*c.buf)[:k], n, last)
+		}
+		if err != nil {
 			return err
 		}
-		// A read that filled a small buffer: the source has more waiting,
-		// move it in larger pieces.
-		if !buf.big && k == len(*buf.p) {
-			buf.release()
-			wantBig = true
-		}
 	}
+}
+
+// spliceAll moves the bytes in c's pipe to the socket, waiting while its
+// send buffer is full.
+func spliceAll(rc interface {
+	Write(func(fd uintptr) bool) error
+}, c *relayCarrier, n, last *atomic.Int64) error {
+	for c.inPipe > 0 {
+		var w int64
+		var werr error
+		if err := rc.Write(func(fd uintptr) bool {
+			for {
+				w, werr = unix.Splice(c.pipe.r, nil, int(fd), nil, c.inPipe, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				if werr != unix.EINTR {
+					break
+				}
+			}
+			return werr != unix.EAGAIN
+		}); err != nil {
+			return err
+		}
+		if werr != nil {
+			return werr
+		}
+		if w <= 0 {
+			return io.ErrShortWrite
+		}
+		c.inPipe -= int(w)
+		n.Add(w)
+		last.Store(time.Now().UnixNano())
+	}
+	return nil
 }
 
 // writeAll writes b to the socket, waiting while its send buffer is full.

@@ -20,20 +20,46 @@ import (
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
-// openPipes counts this process's descriptors that are pipes.
-func openPipes(t *testing.T) int {
+// openPipes lists this process's open pipe descriptors: descriptor to
+// pipe ("pipe:[inode]"). Pipes of Go's own splice pool may close at any
+// garbage collection, so tests compare sets, not counts.
+func openPipes(t *testing.T) map[int]string {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	pipes := map[int]string{}
 	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
 		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "pipe:") {
-			n++
+			pipes[fd] = l
 		}
 	}
-	return n
+	return pipes
+}
+
+// newPipeFDs lists the pipe descriptors open now that were not open in
+// before (the same descriptor naming the same pipe) and are not ends of a
+// pooled relay pipe.
+func newPipeFDs(t *testing.T, before map[int]string) []int {
+	t.Helper()
+	pooled := map[int]bool{}
+	for range len(relayPipesFree) {
+		p := <-relayPipesFree
+		pooled[p.r], pooled[p.w] = true, true
+		relayPipesFree <- p
+	}
+	var fds []int
+	for fd, l := range openPipes(t) {
+		if before[fd] != l && !pooled[fd] {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
 }
 
 // copyEchoUpstream echoes every connection's bytes through a user-space
@@ -46,22 +72,36 @@ func copyEchoUpstream(t *testing.T) int {
 	})
 }
 
-// waitHeld waits up to a second for the relay buffers held to reach want.
+// waitHeld waits up to a second for the relay carriers held to reach want.
 func waitHeld(t *testing.T, want int64) {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)
-	for relayBufsHeld.Load() != want && time.Now().Before(deadline) {
+	for relayHeld.Load() != want && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := relayBufsHeld.Load(); got != want {
-		t.Fatalf("%d relay buffers held; want %d", got, want)
+	if got := relayHeld.Load(); got != want {
+		t.Fatalf("%d relay carriers held; want %d", got, want)
+	}
+}
+
+// waitRelaysDone waits up to 5 s for the relays of earlier tests' tunnels
+// to give their carriers back, so that a test counts its own.
+func waitRelaysDone(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for (relayHeld.Load() != 0 || len(relayPipeSlots) != 0) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if h, n := relayHeld.Load(), len(relayPipeSlots); h != 0 || n != 0 {
+		t.Fatalf("before the test: %d relay carriers held, %d pipe slots taken (an earlier test's tunnel is still open)", h, n)
 	}
 }
 
 // TestIdleTunnelsHoldNoBuffers: tunnels that carried data (a byte each way,
-// and a bulk transfer that takes the big buffers) and went idle keep their
-// two sockets only: no relay buffer, no pipe descriptor (io.Copy's splice
-// held two pipes per direction for the tunnel's life).
+// and a bulk transfer, spliced through pipes) and went idle keep their two
+// sockets only: no pipe, no buffer. Every pipe the relay opened is back in
+// the pool (io.Copy's splice held two pipes per direction for the tunnel's
+// life: 96 descriptors for these 24 tunnels).
 func TestIdleTunnelsHoldNoBuffers(t *testing.T) {
 	port := copyEchoUpstream(t)
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
@@ -69,8 +109,9 @@ func TestIdleTunnelsHoldNoBuffers(t *testing.T) {
 		c.IdleTimeout = time.Minute
 	}))
 	const tunnels = 24
+	waitRelaysDone(t)
 	pipesBefore := openPipes(t)
-	heldBefore := relayBufsHeld.Load()
+	heldBefore := relayHeld.Load()
 	bulk := make([]byte, 4<<20)
 	if _, err := rand.Read(bulk); err != nil {
 		t.Fatal(err)
@@ -91,7 +132,7 @@ func TestIdleTunnelsHoldNoBuffers(t *testing.T) {
 		if _, err := io.ReadFull(c, got); err != nil || got[0] != byte(i) {
 			t.Fatalf("tunnel %d: %v %v", i, got, err)
 		}
-		if i%8 == 0 { // bulk both ways: the relay moves it with big buffers
+		if i%8 == 0 { // bulk both ways: the relay splices it
 			echoed := make(chan []byte, 1)
 			go func() {
 				b := make([]byte, len(bulk))
@@ -107,12 +148,13 @@ func TestIdleTunnelsHoldNoBuffers(t *testing.T) {
 		}
 	}
 	waitHeld(t, heldBefore)
-	if got := openPipes(t) - pipesBefore; got > 0 {
-		t.Fatalf("%d pipe descriptors open for %d idle tunnels, want 0", got, tunnels)
+	if n := len(relayPipeSlots); n != 0 {
+		t.Fatalf("%d relay pipes taken by idle tunnels", n)
 	}
-	if n := len(bigRelaySlots); n != 0 {
-		t.Fatalf("%d big relay buffers taken by idle tunnels", n)
+	if fds := newPipeFDs(t, pipesBefore); len(fds) > 0 {
+		t.Fatalf("%d idle tunnels hold pipe descriptors %v, want none", tunnels, fds)
 	}
+	t.Logf("%d idle tunnels; %d pipes pooled, %d open", tunnels, len(relayPipesFree), relayPipesOpen.Load())
 	// The tunnels still work after idling.
 	for i, c := range conns[:3] {
 		msg := []byte(strconv.Itoa(i) + "-again")
@@ -126,41 +168,73 @@ func TestIdleTunnelsHoldNoBuffers(t *testing.T) {
 	}
 }
 
-// The big buffers are capped: with every slot taken, a direction that asks
-// for one goes on with a small one; giving a buffer back frees its slot.
-func TestRelayBufferCap(t *testing.T) {
-	held := make([]relayBuffer, maxBigRelayBufs)
+// The pipes are capped: with every slot taken, a direction goes on with a
+// buffer; giving a pipe back frees its slot and pools it, unless bytes are
+// still in it (then it is closed); a carrier that rules splice out gets a
+// buffer.
+func TestRelayPipeCap(t *testing.T) {
+	waitRelaysDone(t)
+	held := make([]relayCarrier, maxRelayPipes)
 	for i := range held {
-		held[i].take(true)
-		if !held[i].big || len(*held[i].p) != bigRelayBuf {
-			t.Fatalf("buffer %d: big %v, %d bytes; want a big one", i, held[i].big, len(*held[i].p))
+		held[i].take(false)
+		if held[i].pipe == nil || held[i].buf != nil {
+			t.Fatalf("carrier %d: pipe %v, buffer %v; want a pipe", i, held[i].pipe, held[i].buf)
 		}
 	}
-	var extra relayBuffer
-	extra.take(true)
-	if extra.big || len(*extra.p) != relayBuf {
-		t.Fatalf("with every slot taken: big %v, %d bytes; want a %d-byte one", extra.big, len(*extra.p), relayBuf)
+	if n := len(relayPipesFree); n != 0 {
+		t.Fatalf("%d pipes pooled with every slot taken", n)
 	}
-	extra.release()
-	held[0].release()
-	extra.take(true)
-	if !extra.big {
-		t.Fatal("a freed slot was not reused")
+	var extra relayCarrier
+	extra.take(false)
+	if extra.pipe != nil || extra.buf == nil || len(*extra.buf) != relayBuf {
+		t.Fatalf("with every slot taken: pipe %v, buffer %v; want a %d-byte buffer", extra.pipe, extra.buf, relayBuf)
 	}
 	extra.release()
 	extra.release() // twice: a no-op
+	held[0].release()
+	extra.take(false)
+	if extra.pipe == nil {
+		t.Fatal("a freed slot was not reused")
+	}
+	extra.release()
+	var noSplice relayCarrier
+	noSplice.take(true)
+	if noSplice.pipe != nil || noSplice.buf == nil {
+		t.Fatal("a carrier that rules splice out got a pipe")
+	}
+	noSplice.release()
+
+	// A pipe given back with a byte still in it is closed, not pooled.
+	if _, err := unix.Write(held[1].pipe.w, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	held[1].inPipe = 1
+	full := *held[1].pipe
+	pooled, open := len(relayPipesFree), relayPipesOpen.Load()
+	held[1].release()
+	if len(relayPipesFree) != pooled || relayPipesOpen.Load() != open-1 {
+		t.Fatalf("a pipe with a byte in it: %d pooled (before %d), %d open (before %d); want it closed", len(relayPipesFree), pooled, relayPipesOpen.Load(), open)
+	}
+	for _, fd := range []int{full.r, full.w} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
+			t.Fatalf("descriptor %d of the closed pipe: %v; want EBADF", fd, err)
+		}
+	}
 	for i := range held {
 		held[i].release()
 	}
-	if n := len(bigRelaySlots); n != 0 {
-		t.Fatalf("%d slots still taken after every buffer was given back", n)
+	if n := len(relayPipeSlots); n != 0 {
+		t.Fatalf("%d slots still taken after every pipe was given back", n)
+	}
+	if n, o := len(relayPipesFree), relayPipesOpen.Load(); int64(n) != o || n > maxRelayPipes {
+		t.Fatalf("%d pipes pooled, %d open; want every open pipe pooled, at most %d", n, o, maxRelayPipes)
 	}
 }
 
 // Tunnels stuck writing to an upstream that stopped reading each hold one
-// buffer, at most maxBigRelayBufs of them big; another tunnel still relays,
-// and when the idle watchdog cuts the stuck ones every buffer and slot
-// comes back.
+// carrier, at most maxRelayPipes of them pipes (the others buffers); another
+// tunnel still relays, and when the idle watchdog cuts the stuck ones every
+// carrier and slot comes back and the pipes left with bytes are closed.
 func TestStuckTunnelsBoundedBuffers(t *testing.T) {
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
@@ -176,13 +250,14 @@ func TestStuckTunnelsBoundedBuffers(t *testing.T) {
 		_, _ = c.Write(first)
 		_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
 	})
-	const stuck = maxBigRelayBufs + 30 // more stuck tunnels than big buffers
+	const stuck = maxRelayPipes + 30 // more stuck tunnels than pipes
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
 		c.UnsafeSkipSNICheck = true
 		c.IdleTimeout = 8 * time.Second      // every stuck tunnel blocks well before the first is cut
 		c.MaxTunnelsPerSession = 2*stuck + 1 // above the default 64
 	}))
-	heldBefore := relayBufsHeld.Load()
+	waitRelaysDone(t)
+	heldBefore, pipesBefore := relayHeld.Load(), openPipes(t)
 	chunk := make([]byte, 1<<20)
 	for i := range stuck {
 		c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
@@ -205,17 +280,23 @@ func TestStuckTunnelsBoundedBuffers(t *testing.T) {
 	// Wait until every stuck tunnel is blocked holding its buffer (before
 	// the watchdog cuts them).
 	deadline := time.Now().Add(7 * time.Second)
-	for relayBufsHeld.Load()-heldBefore < stuck && time.Now().Before(deadline) {
+	for relayHeld.Load()-heldBefore < stuck && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	held, big := relayBufsHeld.Load()-heldBefore, len(bigRelaySlots)
+	held, pipes := relayHeld.Load()-heldBefore, len(relayPipeSlots)
 	if held < stuck {
-		t.Fatalf("%d of %d stuck tunnels hold a buffer", held, stuck)
+		t.Fatalf("%d of %d stuck tunnels hold a carrier", held, stuck)
 	}
-	if big != maxBigRelayBufs { // every stuck direction asked for one: the cap is reached, not passed
-		t.Fatalf("%d big buffers in use; want the cap, %d", big, maxBigRelayBufs)
+	if pipes != maxRelayPipes { // every stuck direction asked for one: the cap is reached, not passed
+		t.Fatalf("%d pipes in use; want the cap, %d", pipes, maxRelayPipes)
 	}
-	t.Logf("%d stuck tunnels hold %d buffers, %d of them big (cap %d)", stuck, held, big, maxBigRelayBufs)
+	if o := relayPipesOpen.Load(); o > maxRelayPipes {
+		t.Fatalf("%d relay pipes open; at most %d may be", o, maxRelayPipes)
+	}
+	if fds := newPipeFDs(t, pipesBefore); len(fds) > 2*maxRelayPipes {
+		t.Fatalf("%d pipe descriptors opened; at most %d may be", len(fds), 2*maxRelayPipes)
+	}
+	t.Logf("%d stuck tunnels hold %d carriers, %d of them pipes (cap %d)", stuck, held, pipes, maxRelayPipes)
 	// Another tunnel still relays, in both directions, with the cap reached.
 	c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
 	if resp.StatusCode != 200 {
@@ -232,11 +313,17 @@ func TestStuckTunnelsBoundedBuffers(t *testing.T) {
 	c.Close()
 	// The watchdog cuts the stuck tunnels; every buffer comes back.
 	deadline = time.Now().Add(20 * time.Second)
-	for (relayBufsHeld.Load() != heldBefore || len(bigRelaySlots) != 0) && time.Now().Before(deadline) {
+	for (relayHeld.Load() != heldBefore || len(relayPipeSlots) != 0) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if h, n := relayBufsHeld.Load(), len(bigRelaySlots); h != heldBefore || n != 0 {
-		t.Fatalf("after the stuck tunnels were cut: %d buffers held (before: %d), %d big slots taken", h, heldBefore, n)
+	if h, n := relayHeld.Load(), len(relayPipeSlots); h != heldBefore || n != 0 {
+		t.Fatalf("after the stuck tunnels were cut: %d carriers held (before: %d), %d pipe slots taken", h, heldBefore, n)
+	}
+	if fds := newPipeFDs(t, pipesBefore); len(fds) > 0 {
+		t.Fatalf("after the stuck tunnels were cut: pipe descriptors %v open outside the pool", fds)
+	}
+	if n, o := len(relayPipesFree), relayPipesOpen.Load(); int64(n) != o {
+		t.Fatalf("after the stuck tunnels were cut: %d relay pipes open, %d pooled", o, n)
 	}
 }
 

@@ -195,9 +195,9 @@ func (c *replayConn) Close() error                { return nil }
 // IdleTimeout, which also ends a write blocked on a peer that stopped
 // reading.
 //
-// TCP to TCP on Linux the copy is socketRelay (a buffer held only while
-// bytes are in flight); elsewhere it is pipe. Both note the activity after
-// every read and write.
+// TCP to TCP on Linux a direction is socketRelay (a pooled pipe to splice
+// through, or a buffer, held only while bytes are in flight); elsewhere it
+// is pipe. Both note the activity after every read and write.
 func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
 	c, t := rawConn(client), rawConn(target)
 	var last atomic.Int64
