@@ -48,11 +48,11 @@ func openPipes(t *testing.T) map[int]string {
 func newPipeFDs(t *testing.T, before map[int]string) []int {
 	t.Helper()
 	pooled := map[int]bool{}
-	for range len(relayPipesFree) {
-		p := <-relayPipesFree
+	relayPipes.mu.Lock()
+	for _, p := range relayPipes.free {
 		pooled[p.r], pooled[p.w] = true, true
-		relayPipesFree <- p
 	}
+	relayPipes.mu.Unlock()
 	var fds []int
 	for fd, l := range openPipes(t) {
 		if before[fd] != l && !pooled[fd] {
@@ -84,15 +84,20 @@ func waitHeld(t *testing.T, want int64) {
 	}
 }
 
+func pipesInUse() int {
+	n, _, _ := relayPipeStats()
+	return n
+}
+
 // waitRelaysDone waits up to 5 s for the relays of earlier tests' tunnels
 // to give their carriers back, so that a test counts its own.
 func waitRelaysDone(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for (relayHeld.Load() != 0 || len(relayPipeSlots) != 0) && time.Now().Before(deadline) {
+	for relayHeld.Load() != 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if h, n := relayHeld.Load(), len(relayPipeSlots); h != 0 || n != 0 {
+	if h, n := relayHeld.Load(), pipesInUse(); h != 0 || n != 0 {
 		t.Fatalf("before the test: %d relay carriers held, %d pipe slots taken (an earlier test's tunnel is still open)", h, n)
 	}
 }
@@ -148,13 +153,14 @@ func TestIdleTunnelsHoldNoBuffers(t *testing.T) {
 		}
 	}
 	waitHeld(t, heldBefore)
-	if n := len(relayPipeSlots); n != 0 {
+	if n := pipesInUse(); n != 0 {
 		t.Fatalf("%d relay pipes taken by idle tunnels", n)
 	}
 	if fds := newPipeFDs(t, pipesBefore); len(fds) > 0 {
 		t.Fatalf("%d idle tunnels hold pipe descriptors %v, want none", tunnels, fds)
 	}
-	t.Logf("%d idle tunnels; %d pipes pooled, %d open", tunnels, len(relayPipesFree), relayPipesOpen.Load())
+	_, pooled, open := relayPipeStats()
+	t.Logf("%d idle tunnels; %d pipes pooled, %d open", tunnels, pooled, open)
 	// The tunnels still work after idling.
 	for i, c := range conns[:3] {
 		msg := []byte(strconv.Itoa(i) + "-again")
@@ -181,8 +187,8 @@ func TestRelayPipeCap(t *testing.T) {
 			t.Fatalf("carrier %d: pipe %v, buffer %v; want a pipe", i, held[i].pipe, held[i].buf)
 		}
 	}
-	if n := len(relayPipesFree); n != 0 {
-		t.Fatalf("%d pipes pooled with every slot taken", n)
+	if inUse, pooled, open := relayPipeStats(); inUse != maxRelayPipes || pooled != 0 || open != maxRelayPipes {
+		t.Fatalf("every slot taken: %d in use, %d pooled, %d open; want %d, 0, %d", inUse, pooled, open, maxRelayPipes, maxRelayPipes)
 	}
 	var extra relayCarrier
 	extra.take(false)
@@ -210,10 +216,10 @@ func TestRelayPipeCap(t *testing.T) {
 	}
 	held[1].inPipe = 1
 	full := *held[1].pipe
-	pooled, open := len(relayPipesFree), relayPipesOpen.Load()
+	_, pooled, open := relayPipeStats()
 	held[1].release()
-	if len(relayPipesFree) != pooled || relayPipesOpen.Load() != open-1 {
-		t.Fatalf("a pipe with a byte in it: %d pooled (before %d), %d open (before %d); want it closed", len(relayPipesFree), pooled, relayPipesOpen.Load(), open)
+	if _, p, o := relayPipeStats(); p != pooled || o != open-1 {
+		t.Fatalf("a pipe with a byte in it: %d pooled (before %d), %d open (before %d); want it closed", p, pooled, o, open)
 	}
 	for _, fd := range []int{full.r, full.w} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
@@ -223,11 +229,8 @@ func TestRelayPipeCap(t *testing.T) {
 	for i := range held {
 		held[i].release()
 	}
-	if n := len(relayPipeSlots); n != 0 {
-		t.Fatalf("%d slots still taken after every pipe was given back", n)
-	}
-	if n, o := len(relayPipesFree), relayPipesOpen.Load(); int64(n) != o || n > maxRelayPipes {
-		t.Fatalf("%d pipes pooled, %d open; want every open pipe pooled, at most %d", n, o, maxRelayPipes)
+	if inUse, pooled, open := relayPipeStats(); inUse != 0 || pooled != open || open > maxRelayPipes {
+		t.Fatalf("every pipe given back: %d in use, %d pooled, %d open; want 0, every open one, at most %d", inUse, pooled, open, maxRelayPipes)
 	}
 }
 
@@ -283,14 +286,14 @@ func TestStuckTunnelsBoundedBuffers(t *testing.T) {
 	for relayHeld.Load()-heldBefore < stuck && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	held, pipes := relayHeld.Load()-heldBefore, len(relayPipeSlots)
+	held, pipes := relayHeld.Load()-heldBefore, pipesInUse()
 	if held < stuck {
 		t.Fatalf("%d of %d stuck tunnels hold a carrier", held, stuck)
 	}
 	if pipes != maxRelayPipes { // every stuck direction asked for one: the cap is reached, not passed
 		t.Fatalf("%d pipes in use; want the cap, %d", pipes, maxRelayPipes)
 	}
-	if o := relayPipesOpen.Load(); o > maxRelayPipes {
+	if _, _, o := relayPipeStats(); o > maxRelayPipes {
 		t.Fatalf("%d relay pipes open; at most %d may be", o, maxRelayPipes)
 	}
 	if fds := newPipeFDs(t, pipesBefore); len(fds) > 2*maxRelayPipes {
@@ -313,16 +316,16 @@ func TestStuckTunnelsBoundedBuffers(t *testing.T) {
 	c.Close()
 	// The watchdog cuts the stuck tunnels; every buffer comes back.
 	deadline = time.Now().Add(20 * time.Second)
-	for (relayHeld.Load() != heldBefore || len(relayPipeSlots) != 0) && time.Now().Before(deadline) {
+	for (relayHeld.Load() != heldBefore || pipesInUse() != 0) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if h, n := relayHeld.Load(), len(relayPipeSlots); h != heldBefore || n != 0 {
+	if h, n := relayHeld.Load(), pipesInUse(); h != heldBefore || n != 0 {
 		t.Fatalf("after the stuck tunnels were cut: %d carriers held (before: %d), %d pipe slots taken", h, heldBefore, n)
 	}
 	if fds := newPipeFDs(t, pipesBefore); len(fds) > 0 {
 		t.Fatalf("after the stuck tunnels were cut: pipe descriptors %v open outside the pool", fds)
 	}
-	if n, o := len(relayPipesFree), relayPipesOpen.Load(); int64(n) != o {
+	if _, n, o := relayPipeStats(); n != o {
 		t.Fatalf("after the stuck tunnels were cut: %d relay pipes open, %d pooled", o, n)
 	}
 }
