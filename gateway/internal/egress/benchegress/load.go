@@ -217,16 +217,35 @@ func throughput(t target, upPort, streams int, perStream int64) (float64, error)
 	return float64(perStream) * float64(streams) / 1e6 / el.Seconds(), nil
 }
 
-// connectResult is a CONNECT + first byte run.
-type connectResult struct {
-	rate     float64 // completed connections per second
-	count    float64 // completed connections
-	p50, p99 time.Duration
+// connectRun accumulates the slices of one path's CONNECT + first byte
+// run: every loop's latency and the time spent.
+type connectRun struct {
+	lat     []time.Duration
+	elapsed time.Duration
+}
+
+// rate is completed loops per second.
+func (r *connectRun) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(len(r.lat)) / r.elapsed.Seconds()
+}
+
+// quantile is the q quantile (0 < q < 1) of the loops' latencies.
+func (r *connectRun) quantile(q float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	all := slices.Clone(r.lat)
+	slices.Sort(all)
+	return all[min(len(all)-1, int(float64(len(all))*q))]
 }
 
 // connectFirstByte runs workers loops of: connect (CONNECT answered), send
-// one byte, receive the upstream's byte, reset; for d. Latency is per loop.
-func connectFirstByte(t target, upPort, workers int, d time.Duration) (connectResult, error) {
+// one byte, receive the upstream's byte, reset; for d. Latency is per loop;
+// the loops and the time are added to r.
+func connectFirstByte(t target, upPort, workers int, d time.Duration, r *connectRun) error {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	lat := make([][]time.Duration, workers)
@@ -260,19 +279,15 @@ func connectFirstByte(t target, upPort, workers int, d time.Duration) (connectRe
 	el := time.Since(start)
 	close(errs)
 	if err := <-errs; err != nil {
-		return connectResult{}, err
+		return err
 	}
 	all := slices.Concat(lat...)
 	if len(all) == 0 {
-		return connectResult{}, errors.New(t.name + ": no connection completed")
+		return errors.New(t.name + ": no connection completed")
 	}
-	slices.Sort(all)
-	return connectResult{
-		rate:  float64(len(all)) / el.Seconds(),
-		count: float64(len(all)),
-		p50:   all[len(all)/2],
-		p99:   all[min(len(all)-1, len(all)*99/100)],
-	}, nil
+	r.lat = append(r.lat, all...)
+	r.elapsed += el
+	return nil
 }
 
 // idleRSS opens n tunnels through t, leaves them idle, and returns the

@@ -9,8 +9,8 @@
 //
 // Workloads: one stream of -bytes; -streams streams of -bytes/-streams each;
 // CONNECT + first byte with 1 and -workers workers for -connect-time (rate,
-// p50, p99); the proxy's resident memory with -idle idle tunnels. The
-// ratio column is ours against smokescreen, written so that > 1 means
+// p50, p99), cut into -slices slices with the paths taking turns; the
+// proxy's resident memory with -idle idle tunnels. The ratio column is ours against smokescreen, written so that > 1 means
 // ours is better (a rate divided by a rate, a latency or memory divided
 // into one), from the median of the per-repetition ratios.
 //
@@ -54,6 +54,7 @@ func main() {
 	flag.IntVar(&o.streams, "streams", 32, "streams of the multi-stream run")
 	flag.IntVar(&o.workers, "workers", 32, "workers of the second connect run")
 	flag.DurationVar(&o.connectTime, "connect-time", 3*time.Second, "duration of each connect run")
+	flag.IntVar(&o.slices, "slices", 6, "slices each connect run is cut into, the paths taking turns")
 	flag.IntVar(&o.idle, "idle", 5000, "idle tunnels for the memory figure")
 	flag.StringVar(&o.dir, "dir", "", "working directory for logs and configs (default: a new temporary one)")
 	workloads := flag.String("workloads", "stream,streams,connect,idle", "workloads to run, comma-separated: stream, streams, connect, idle")
@@ -76,6 +77,7 @@ type options struct {
 	readBuf            int
 	streams, workers   int
 	connectTime        time.Duration
+	slices             int
 	idle               int
 	dir                string
 	workloads          map[string]bool // nil: all
@@ -106,7 +108,7 @@ func run(o options, out io.Writer) error {
 	}{
 		{"-reps", o.reps < 1}, {"-bytes", o.bytes < 1}, {"-read-buf", o.readBuf < 1},
 		{"-streams", o.streams < 1}, {"-workers", o.workers < 1},
-		{"-connect-time", o.connectTime <= 0}, {"-idle", o.idle < 0},
+		{"-connect-time", o.connectTime <= 0}, {"-slices", o.slices < 1}, {"-idle", o.idle < 0},
 	} {
 		if c.bad {
 			return fmt.Errorf("bad option %s: want > 0 (-idle: >= 0)", c.flag)
@@ -206,17 +208,33 @@ func runRep(o options, upPort int, procs []*proc, rep int, res *results) error {
 		if !o.runs("connect") {
 			break
 		}
-		for _, t := range order() {
-			row := fmt.Sprintf("connect+1st byte, %d worker(s)", w)
-			err := measure(t, row, "µs/conn", 1e3, func() (float64, error) {
-				r, err := connectFirstByte(t, upPort, w, o.connectTime)
-				res.add(row+", conn/s", t.name, r.rate, higher)
-				res.add(row+", p50 ms", t.name, ms(r.p50), lower)
-				res.add(row+", p99 ms", t.name, ms(r.p99), lower)
-				return r.count, err
-			})
-			if err != nil {
-				return err
+		// The run is cut into slices, the paths taking turns (in an order
+		// rotated per slice too), so that a slow spell of the machine falls
+		// on every path alike rather than on whichever ran then.
+		row := fmt.Sprintf("connect+1st byte, %d worker(s)", w)
+		runs := map[string]*connectRun{}
+		cpu := map[string]time.Duration{}
+		slice := o.connectTime / time.Duration(o.slices)
+		for s := range o.slices {
+			r := (rep + s) % len(targets)
+			for _, t := range append(append([]target(nil), targets[r:]...), targets[:r]...) {
+				if runs[t.name] == nil {
+					runs[t.name] = &connectRun{}
+				}
+				before := procCPU(t.pid)
+				if err := connectFirstByte(t, upPort, w, slice, runs[t.name]); err != nil {
+					return err
+				}
+				cpu[t.name] += procCPU(t.pid) - before
+			}
+		}
+		for _, t := range targets {
+			r := runs[t.name]
+			res.add(row+", conn/s", t.name, r.rate(), higher)
+			res.add(row+", p50 ms", t.name, ms(r.quantile(0.5)), lower)
+			res.add(row+", p99 ms", t.name, ms(r.quantile(0.99)), lower)
+			if t.pid != 0 {
+				res.add(row+", proxy CPU µs/conn", t.name, float64(cpu[t.name])/1e3/float64(len(r.lat)), lower)
 			}
 		}
 	}

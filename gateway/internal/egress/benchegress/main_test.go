@@ -25,12 +25,12 @@ func TestHarnessSmoke(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
 	// An upstream reading 8 KiB at a time: many reads per client write.
-	o := options{reps: 1, bytes: 1 << 20, readBuf: 8 << 10, streams: 4, workers: 4, connectTime: 200 * time.Millisecond, idle: 20, dir: dir}
+	o := options{reps: 1, bytes: 1 << 20, readBuf: 8 << 10, streams: 4, workers: 4, connectTime: 200 * time.Millisecond, slices: 2, idle: 20, dir: dir}
 	if err := run(o, &out); err != nil {
 		t.Fatal(err)
 	}
 	table := out.String()
-	for _, row := range []string{"1 stream, MB/s", "4 streams, MB/s", "connect+1st byte, 4 worker(s), p99 ms", "RSS with 20 idle tunnels, MiB"} {
+	for _, row := range []string{"1 stream, MB/s", "4 streams, MB/s", "connect+1st byte, 4 worker(s), p99 ms", "connect+1st byte, 1 worker(s), proxy CPU µs/conn", "RSS with 20 idle tunnels, MiB"} {
 		if !strings.Contains(table, row) {
 			t.Errorf("table lacks row %q:\n%s", row, table)
 		}
@@ -50,7 +50,7 @@ func TestHarnessSmoke(t *testing.T) {
 
 // Every bad option is refused before anything starts, naming its flag.
 func TestHarnessRefusesBadOptions(t *testing.T) {
-	good := options{reps: 1, bytes: 1 << 20, readBuf: 1 << 10, streams: 1, workers: 1, connectTime: time.Second}
+	good := options{reps: 1, bytes: 1 << 20, readBuf: 1 << 10, streams: 1, workers: 1, connectTime: time.Second, slices: 1}
 	for _, tc := range []struct {
 		flag string
 		set  func(*options)
@@ -61,6 +61,7 @@ func TestHarnessRefusesBadOptions(t *testing.T) {
 		{"-streams", func(o *options) { o.streams = 0 }},
 		{"-workers", func(o *options) { o.workers = -3 }},
 		{"-connect-time", func(o *options) { o.connectTime = 0 }},
+		{"-slices", func(o *options) { o.slices = 0 }},
 		{"-idle", func(o *options) { o.idle = -1 }},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
@@ -89,5 +90,40 @@ func TestRatios(t *testing.T) {
 	}
 	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
 		t.Errorf("median %v, want 2.5", m)
+	}
+}
+
+// A connect run's slices add up: the rate is every loop over all the time,
+// the quantiles are over every loop.
+func TestConnectRunSlices(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name     string
+		slices   [][]time.Duration
+		each     time.Duration
+		rate     float64
+		p50, p99 time.Duration
+	}{
+		{name: "none", rate: 0},
+		{name: "one slice", slices: [][]time.Duration{{3 * ms, 1 * ms, 2 * ms}}, each: time.Second, rate: 3, p50: 2 * ms, p99: 3 * ms},
+		{name: "two slices", slices: [][]time.Duration{{1 * ms, 1 * ms}, {5 * ms, 1 * ms}}, each: 500 * ms, rate: 4, p50: 1 * ms, p99: 5 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r connectRun
+			for _, s := range tt.slices {
+				r.lat = append(r.lat, s...)
+				r.elapsed += tt.each
+			}
+			if got := r.rate(); got != tt.rate {
+				t.Errorf("rate %v, want %v", got, tt.rate)
+			}
+			if got := r.quantile(0.5); got != tt.p50 {
+				t.Errorf("p50 %v, want %v", got, tt.p50)
+			}
+			if got := r.quantile(0.99); got != tt.p99 {
+				t.Errorf("p99 %v, want %v", got, tt.p99)
+			}
+		})
 	}
 }
