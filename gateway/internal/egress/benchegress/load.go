@@ -15,7 +15,9 @@ import (
 )
 
 // The upstream protocol: the client sends an 8-byte big-endian length and
-// that many bytes; the upstream answers one byte once it has them all.
+// that many bytes; the upstream answers one byte once it has them all, then
+// waits for the next length (a throughput run's next slice) until the
+// client goes.
 
 // writeBuf is the size of the client's writes.
 const writeBuf = 256 << 10
@@ -64,26 +66,29 @@ func (u *upstream) serve(c net.Conn) {
 		u.mu.Unlock()
 		abort(c)
 	}()
-	var hdr [8]byte
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		return
-	}
-	n := int64(binary.BigEndian.Uint64(hdr[:]))
 	// Read into a buffer of readBuf bytes, as a receiver does (not
 	// io.Discard, whose ReadFrom reads 8 KiB at a time).
-	buf := make([]byte, u.readBuf)
-	for left := n; left > 0; {
-		k, err := c.Read(buf[:min(left, int64(len(buf)))])
-		if err != nil {
+	var buf []byte
+	for {
+		var hdr [8]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return // the client went (its reset or EOF through the proxy)
+		}
+		n := int64(binary.BigEndian.Uint64(hdr[:]))
+		if buf == nil {
+			buf = make([]byte, u.readBuf)
+		}
+		for left := n; left > 0; {
+			k, err := c.Read(buf[:min(left, int64(len(buf)))])
+			if err != nil {
+				return
+			}
+			left -= int64(k)
+		}
+		if _, err := c.Write([]byte{1}); err != nil {
 			return
 		}
-		left -= int64(k)
 	}
-	if _, err := c.Write([]byte{1}); err != nil {
-		return
-	}
-	// Wait for the client to go (its reset or EOF through the proxy).
-	_, _ = io.Copy(io.Discard, c)
 }
 
 func (u *upstream) close() {
@@ -179,24 +184,31 @@ func send(c net.Conn, buf []byte, n int64) error {
 	return err
 }
 
-// throughput moves perStream bytes on each of streams connections at once
-// (opened before the clock starts) and returns MB/s (10^6 bytes) overall.
-func throughput(t target, upPort, streams int, perStream int64) (float64, error) {
-	conns := make([]net.Conn, 0, streams)
-	defer func() {
-		for _, c := range conns {
-			abort(c)
-		}
-	}()
-	for range streams {
+// openTunnels opens n connections to the upstream through t.
+func openTunnels(t target, upPort, n int) ([]net.Conn, error) {
+	conns := make([]net.Conn, 0, n)
+	for range n {
 		c, err := t.dial(upPort)
 		if err != nil {
-			return 0, err
+			closeAll(conns)
+			return nil, err
 		}
 		conns = append(conns, c)
 	}
+	return conns, nil
+}
+
+func closeAll(conns []net.Conn) {
+	for _, c := range conns {
+		abort(c)
+	}
+}
+
+// throughput moves perStream bytes on each of conns at once (opened before
+// the clock starts) and returns the time it took.
+func throughput(t target, conns []net.Conn, perStream int64) (time.Duration, error) {
 	var wg sync.WaitGroup
-	errs := make(chan error, streams)
+	errs := make(chan error, len(conns))
 	start := time.Now()
 	for _, c := range conns {
 		wg.Add(1)
@@ -214,7 +226,7 @@ func throughput(t target, upPort, streams int, perStream int64) (float64, error)
 	if err := <-errs; err != nil {
 		return 0, fmt.Errorf("%s: %w", t.name, err)
 	}
-	return float64(perStream) * float64(streams) / 1e6 / el.Seconds(), nil
+	return el, nil
 }
 
 // connectRun accumulates the slices of one path's CONNECT + first byte

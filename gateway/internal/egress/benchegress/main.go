@@ -9,8 +9,8 @@
 //
 // Workloads: one stream of -bytes; -streams streams of -bytes/-streams each;
 // CONNECT + first byte with 1 and -workers workers for -connect-time (rate,
-// p50, p99), cut into -slices slices with the paths taking turns; the
-// proxy's resident memory with -idle idle tunnels. The ratio column is ours against smokescreen, written so that > 1 means
+// p50, p99); the proxy's resident memory with -idle idle tunnels. All but
+// the last are cut into -slices slices, the paths taking turns. The ratio column is ours against smokescreen, written so that > 1 means
 // ours is better (a rate divided by a rate, a latency or memory divided
 // into one), from the median of the per-repetition ratios.
 //
@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"syscall"
@@ -54,7 +55,7 @@ func main() {
 	flag.IntVar(&o.streams, "streams", 32, "streams of the multi-stream run")
 	flag.IntVar(&o.workers, "workers", 32, "workers of the second connect run")
 	flag.DurationVar(&o.connectTime, "connect-time", 3*time.Second, "duration of each connect run")
-	flag.IntVar(&o.slices, "slices", 6, "slices each connect run is cut into, the paths taking turns")
+	flag.IntVar(&o.slices, "slices", 6, "slices each workload (but idle) is cut into, the paths taking turns")
 	flag.IntVar(&o.idle, "idle", 5000, "idle tunnels for the memory figure")
 	flag.StringVar(&o.dir, "dir", "", "working directory for logs and configs (default: a new temporary one)")
 	workloads := flag.String("workloads", "stream,streams,connect,idle", "workloads to run, comma-separated: stream, streams, connect, idle")
@@ -153,71 +154,79 @@ func run(o options, out io.Writer) error {
 	return nil
 }
 
-// runRep runs every workload once on every path, the paths in an order
-// rotated by rep.
+// runRep runs every workload once on every path.
 func runRep(o options, upPort int, procs []*proc, rep int, res *results) error {
 	targets := []target{{name: "direct"}}
 	for _, p := range procs {
 		targets = append(targets, p.target)
 	}
-	order := func() []target {
-		r := rep % len(targets)
-		return append(append([]target(nil), targets[r:]...), targets[:r]...)
-	}
-	// measure runs f on t and adds the proxy's CPU time (user and system,
-	// all threads) per unit of work as its own row: what the proxy itself
-	// spent, apart from the clients and the upstream it shares the cores with.
-	measure := func(t target, row, unit string, per float64, f func() (float64, error)) error {
-		before := procCPU(t.pid)
-		work, err := f()
-		if err != nil {
-			return err
+	// Every workload is cut into slices, the paths taking turns in an order
+	// rotated per slice and per repetition, so that a slow spell of the
+	// machine falls on every path alike rather than on whichever ran then.
+	// The proxy CPU rows are each proxy process's user and system time (all
+	// threads) over its slices, per unit of work: what the proxy itself
+	// spent, apart from the clients and the upstream it shares the cores
+	// with.
+	// bulk moves total bytes through streams tunnels per path (opened
+	// first), cut into slices with the paths taking turns, as the connect
+	// runs below.
+	bulk := func(row string, streams int, total int64) error {
+		conns := map[string][]net.Conn{}
+		defer func() {
+			for _, cs := range conns {
+				closeAll(cs)
+			}
+		}()
+		for _, t := range targets {
+			cs, err := openTunnels(t, upPort, streams)
+			if err != nil {
+				return err
+			}
+			conns[t.name] = cs
 		}
-		if t.pid != 0 && work > 0 {
-			res.add(fmt.Sprintf("%s, proxy CPU %s", row, unit), t.name, float64(procCPU(t.pid)-before)/per/work, lower)
+		per := max(1, total/int64(streams)/int64(o.slices))
+		elapsed := map[string]time.Duration{}
+		cpu := map[string]time.Duration{}
+		for s := range o.slices {
+			for _, t := range rotated(targets, rep+s) {
+				before := procCPU(t.pid)
+				el, err := throughput(t, conns[t.name], per)
+				if err != nil {
+					return err
+				}
+				elapsed[t.name] += el
+				cpu[t.name] += procCPU(t.pid) - before
+			}
+		}
+		moved := float64(per) * float64(streams) * float64(o.slices)
+		for _, t := range targets {
+			res.add(row+", MB/s", t.name, moved/1e6/elapsed[t.name].Seconds(), higher)
+			if t.pid != 0 {
+				res.add(row+", proxy CPU ms/GB", t.name, float64(cpu[t.name])/1e6/(moved/1e9), lower)
+			}
 		}
 		return nil
 	}
 	if o.runs("stream") {
-		for _, t := range order() {
-			err := measure(t, "1 stream", "ms/GB", 1e6, func() (float64, error) {
-				mbs, err := throughput(t, upPort, 1, o.bytes)
-				res.add("1 stream, MB/s", t.name, mbs, higher)
-				return float64(o.bytes) / 1e9, err
-			})
-			if err != nil {
-				return err
-			}
+		if err := bulk("1 stream", 1, o.bytes); err != nil {
+			return err
 		}
 	}
-	per := max(1, o.bytes/int64(o.streams))
 	if o.runs("streams") {
-		for _, t := range order() {
-			row := fmt.Sprintf("%d streams", o.streams)
-			err := measure(t, row, "ms/GB", 1e6, func() (float64, error) {
-				mbs, err := throughput(t, upPort, o.streams, per)
-				res.add(row+", MB/s", t.name, mbs, higher)
-				return float64(per*int64(o.streams)) / 1e9, err
-			})
-			if err != nil {
-				return err
-			}
+		if err := bulk(fmt.Sprintf("%d streams", o.streams), o.streams, o.bytes); err != nil {
+			return err
 		}
 	}
 	for _, w := range []int{1, o.workers} {
 		if !o.runs("connect") {
 			break
 		}
-		// The run is cut into slices, the paths taking turns (in an order
-		// rotated per slice too), so that a slow spell of the machine falls
-		// on every path alike rather than on whichever ran then.
 		row := fmt.Sprintf("connect+1st byte, %d worker(s)", w)
 		runs := map[string]*connectRun{}
 		cpu := map[string]time.Duration{}
 		slice := o.connectTime / time.Duration(o.slices)
 		for s := range o.slices {
-			r := (rep + s) % len(targets)
-			for _, t := range append(append([]target(nil), targets[r:]...), targets[:r]...) {
+			for _, t := range rotated(targets, rep+s) {
 				if runs[t.name] == nil {
 					runs[t.name] = &connectRun{}
 				}
@@ -239,7 +248,7 @@ func runRep(o options, upPort int, procs []*proc, rep int, res *results) error {
 		}
 	}
 	if o.idle > 0 && o.runs("idle") {
-		for _, t := range order() {
+		for _, t := range rotated(targets, rep) {
 			if t.pid == 0 {
 				continue
 			}
@@ -252,6 +261,12 @@ func runRep(o options, upPort int, procs []*proc, rep int, res *results) error {
 		}
 	}
 	return nil
+}
+
+// rotated is targets starting at index r (mod their number).
+func rotated(targets []target, r int) []target {
+	r %= len(targets)
+	return append(append([]target(nil), targets[r:]...), targets[:r]...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
