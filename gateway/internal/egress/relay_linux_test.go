@@ -7,11 +7,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -414,4 +416,104 @@ func sockopt(t *testing.T, c net.Conn, level, opt int) int {
 		t.Fatal(gerr)
 	}
 	return v
+}
+
+// Many tunnels relaying at once, with more directions busy than there are
+// pipes: the upstreams hold off reading until every pipe is taken and
+// directions beyond the cap wait with buffers; then they read, and pipes and
+// buffers move the rest as they come free (a direction may carry one burst
+// through a pipe and the next through a buffer). Every byte arrives, in
+// order, both ways; each client's half-close is passed on to its upstream
+// and back; each tunnel's audit row counts exactly the bytes it moved; every
+// carrier comes back.
+func TestRelayManyTunnelsIntegrity(t *testing.T) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	port := echoUpstreamWith(t, func(c net.Conn) {
+		<-release
+		// Echo through user space (io.Copy between the sockets would splice
+		// with pipes of its own), then pass the client's EOF back.
+		_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+		_ = c.(*net.TCPConn).CloseWrite()
+	})
+	const tunnels = 3 * maxRelayPipes
+	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
+		c.UnsafeSkipSNICheck = true
+		c.MaxTunnelsPerSession = tunnels
+	}))
+	waitRelaysDone(t)
+	conns := make([]net.Conn, tunnels)
+	for i := range conns {
+		c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
+		if resp.StatusCode != 200 {
+			t.Fatalf("tunnel %d: %s", i, resp.Status)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+		conns[i] = c
+	}
+	sizes := map[int64]bool{}
+	errs := make(chan error, tunnels)
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		size := 4<<20 + int64(i)*23<<10 // every tunnel a different size, each more than the socket buffers hold
+		sizes[size] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data := make([]byte, size)
+			if _, err := rand.Read(data); err != nil {
+				errs <- err
+				return
+			}
+			go func() {
+				// Writes of uneven sizes, then the half-close.
+				for rest, k := data, 1; len(rest) > 0; k = k*7%65521 + 1 {
+					n := min(len(rest), k)
+					if _, err := c.Write(rest[:n]); err != nil {
+						return
+					}
+					rest = rest[n:]
+				}
+				_ = c.(*net.TCPConn).CloseWrite()
+			}()
+			got, err := io.ReadAll(c) // until the upstream's EOF comes back
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("tunnel %d: %w", i, err)
+			case !bytes.Equal(got, data):
+				errs <- fmt.Errorf("tunnel %d: %d bytes back of %d, equal: false", i, len(got), len(data))
+			}
+		}()
+	}
+	// Every upload direction blocks holding a carrier: the pipes' cap is
+	// reached, not passed, and the others hold buffers.
+	deadline := time.Now().Add(20 * time.Second)
+	for relayHeld.Load() < tunnels && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	held, pipes := relayHeld.Load(), pipesInUse()
+	releaseOnce.Do(func() { close(release) })
+	if held < tunnels || pipes != maxRelayPipes {
+		t.Errorf("while the upstreams held off: %d carriers held, %d pipes in use; want >= %d, and the cap, %d", held, pipes, tunnels, maxRelayPipes)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	tp.sink.wait(t, tunnels)
+	for _, ev := range tp.sink.all() {
+		if ev.BytesUp != ev.BytesDown || !sizes[ev.BytesUp] {
+			t.Errorf("audit row %s: %d bytes up, %d down; want the same size, one the test sent", ev.ID, ev.BytesUp, ev.BytesDown)
+		}
+	}
+	waitRelaysDone(t)
+	if _, pooled, open := relayPipeStats(); pooled != open || open > maxRelayPipes {
+		t.Fatalf("%d relay pipes open, %d pooled; want all pooled, at most %d", open, pooled, maxRelayPipes)
+	}
 }
