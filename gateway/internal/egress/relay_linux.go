@@ -244,59 +244,23 @@ func socketRelay(dst, src net.Conn, n, last *atomic.Int64) error {
 			return nil
 		}
 		last.Store(time.Now().UnixNano())
-		if c.pipe != nil {
-			err = spliceAll(drs, &c, n, last)
-		} else {
-			err = writeAll(drs, (*c.buf)[:k], n, last)
-		}
-		if err != nil {
+		if err := c.drain(drs, k, n, last); err != nil {
 			return err
 		}
 	}
 }
 
-// spliceAll moves the bytes in c's pipe to the socket, waiting while its
-// send buffer is full.
-func spliceAll(rc interface {
+// drain writes the k bytes c holds to the socket, waiting while its send
+// buffer is full.
+func (c *relayCarrier) drain(rc interface {
 	Write(func(fd uintptr) bool) error
-}, c *relayCarrier, n, last *atomic.Int64) error {
-	for c.inPipe > 0 {
-		var w int64
-		var werr error
-		if err := rc.Write(func(fd uintptr) bool {
-			for {
-				w, werr = unix.Splice(c.pipe.r, nil, int(fd), nil, c.inPipe, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-				if werr != unix.EINTR {
-					break
-				}
-			}
-			return werr != unix.EAGAIN
-		}); err != nil {
-			return err
-		}
-		if werr != nil {
-			return werr
-		}
-		if w <= 0 {
-			return io.ErrShortWrite
-		}
-		c.inPipe -= int(w)
-		n.Add(w)
-		last.Store(time.Now().UnixNano())
-	}
-	return nil
-}
-
-// writeAll writes b to the socket, waiting while its send buffer is full.
-func writeAll(rc interface {
-	Write(func(fd uintptr) bool) error
-}, b []byte, n, last *atomic.Int64) error {
-	for len(b) > 0 {
+}, k int, n, last *atomic.Int64) error {
+	for off := 0; off < k; {
 		var w int
 		var werr error
 		if err := rc.Write(func(fd uintptr) bool {
 			for {
-				w, werr = unix.Write(int(fd), b)
+				w, werr = c.put(int(fd), off, k-off)
 				if werr != unix.EINTR {
 					break
 				}
@@ -311,9 +275,22 @@ func writeAll(rc interface {
 		if w <= 0 {
 			return io.ErrShortWrite
 		}
-		b = b[w:]
+		off += w
 		n.Add(int64(w))
 		last.Store(time.Now().UnixNano())
 	}
 	return nil
+}
+
+// put writes up to m of c's bytes to the socket fd: from the pipe (its
+// bytes come out in order), or from the buffer at off.
+func (c *relayCarrier) put(fd, off, m int) (int, error) {
+	if c.pipe == nil {
+		return unix.Write(fd, (*c.buf)[off:off+m])
+	}
+	w, err := unix.Splice(c.pipe.r, nil, fd, nil, m, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+	if w > 0 {
+		c.inPipe -= int(w)
+	}
+	return int(w), err
 }

@@ -441,17 +441,14 @@ func TestRelayManyTunnelsIntegrity(t *testing.T) {
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
 		c.UnsafeSkipSNICheck = true
 		c.MaxTunnelsPerSession = tunnels
+		c.IdleTimeout = 2 * time.Minute // a held-off tunnel is waiting, not idle, here
 	}))
 	waitRelaysDone(t)
 	conns := make([]net.Conn, tunnels)
 	for i := range conns {
-		c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
-		if resp.StatusCode != 200 {
-			t.Fatalf("tunnel %d: %s", i, resp.Status)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-		conns[i] = c
+		conns[i] = openTunnel(t, tp, port, tokenS1)
+		defer conns[i].Close()
+		_ = conns[i].SetDeadline(time.Now().Add(60 * time.Second))
 	}
 	sizes := map[int64]bool{}
 	errs := make(chan error, tunnels)
@@ -509,7 +506,7 @@ func TestRelayManyTunnelsIntegrity(t *testing.T) {
 	tp.sink.wait(t, tunnels)
 	for _, ev := range tp.sink.all() {
 		if ev.BytesUp != ev.BytesDown || !sizes[ev.BytesUp] {
-			t.Errorf("audit row %s: %d bytes up, %d down; want the same size, one the test sent", ev.ID, ev.BytesUp, ev.BytesDown)
+			t.Errorf("audit row %s: %d bytes up, %d down (error %q); want the same size, one the test sent", ev.ID, ev.BytesUp, ev.BytesDown, ev.Error)
 		}
 	}
 	waitRelaysDone(t)
