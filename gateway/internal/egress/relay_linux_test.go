@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -450,37 +451,57 @@ func TestRelayManyTunnelsIntegrity(t *testing.T) {
 		defer conns[i].Close()
 		_ = conns[i].SetDeadline(time.Now().Add(60 * time.Second))
 	}
+	// Tunnel i sends block[i*1021:][:size]: different bytes and a different
+	// size on every tunnel, from one random block (no copies).
+	block := make([]byte, 7<<20)
+	if _, err := rand.Read(block); err != nil {
+		t.Fatal(err)
+	}
 	sizes := map[int64]bool{}
 	errs := make(chan error, tunnels)
 	var wg sync.WaitGroup
 	for i, c := range conns {
-		size := 4<<20 + int64(i)*23<<10 // every tunnel a different size, each more than the socket buffers hold
-		sizes[size] = true
-		wg.Add(1)
+		size := 4<<20 + i*23<<10 // each more than the socket buffers hold
+		data := block[i*1021:][:size]
+		sizes[int64(size)] = true
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			data := make([]byte, size)
-			if _, err := rand.Read(data); err != nil {
-				errs <- err
-				return
+			// Writes of uneven sizes, then the half-close.
+			for rest, k := data, 1; len(rest) > 0; k = k*7%65521 + 1 {
+				n := min(len(rest), k)
+				if _, err := c.Write(rest[:n]); err != nil {
+					return
+				}
+				rest = rest[n:]
 			}
-			go func() {
-				// Writes of uneven sizes, then the half-close.
-				for rest, k := data, 1; len(rest) > 0; k = k*7%65521 + 1 {
-					n := min(len(rest), k)
-					if _, err := c.Write(rest[:n]); err != nil {
+			_ = c.(*net.TCPConn).CloseWrite()
+		}()
+		go func() {
+			defer wg.Done()
+			// Compare what comes back with what was sent, until the
+			// upstream's EOF comes back.
+			buf := make([]byte, 64<<10)
+			off := 0
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					if off+n > len(data) || !bytes.Equal(buf[:n], data[off:off+n]) {
+						errs <- fmt.Errorf("tunnel %d: bytes %d-%d back differ from those sent", i, off, off+n)
 						return
 					}
-					rest = rest[n:]
+					off += n
 				}
-				_ = c.(*net.TCPConn).CloseWrite()
-			}()
-			got, err := io.ReadAll(c) // until the upstream's EOF comes back
-			switch {
-			case err != nil:
-				errs <- fmt.Errorf("tunnel %d: %w", i, err)
-			case !bytes.Equal(got, data):
-				errs <- fmt.Errorf("tunnel %d: %d bytes back of %d, equal: false", i, len(got), len(data))
+				if errors.Is(err, io.EOF) {
+					if off != len(data) {
+						errs <- fmt.Errorf("tunnel %d: %d bytes back of %d", i, off, len(data))
+					}
+					return
+				}
+				if err != nil {
+					errs <- fmt.Errorf("tunnel %d: after %d bytes back: %w", i, off, err)
+					return
+				}
 			}
 		}()
 	}
