@@ -535,3 +535,52 @@ func TestRelayManyTunnelsIntegrity(t *testing.T) {
 		t.Fatalf("%d relay pipes open, %d pooled; want all pooled, at most %d", open, pooled, maxRelayPipes)
 	}
 }
+
+// Out of descriptors (an agent holding every connection it may open, say):
+// a direction that cannot open a pipe copies through a buffer, and the
+// failed attempt leaves the pool's counts as they were.
+func TestRelayPipeOutOfDescriptors(t *testing.T) {
+	waitRelaysDone(t)
+	// Empty the pool, so that taking a pipe must open one.
+	relayPipes.mu.Lock()
+	for _, p := range relayPipes.free {
+		p.close()
+		relayPipes.open--
+	}
+	relayPipes.free = nil
+	relayPipes.mu.Unlock()
+
+	// The lowest free descriptor becomes the limit: pipe(2) cannot get two.
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowest := f.Fd()
+	f.Close()
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = uint64(lowest)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	var c relayCarrier
+	c.take(false)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	defer c.release()
+	if c.pipe != nil || c.buf == nil {
+		t.Fatalf("out of descriptors: pipe %v, buffer %v; want a buffer", c.pipe, c.buf)
+	}
+	if inUse, pooled, open := relayPipeStats(); inUse != 0 || pooled != 0 || open != 0 {
+		t.Fatalf("after a failed pipe: %d in use, %d pooled, %d open; want 0, 0, 0", inUse, pooled, open)
+	}
+	c.release()
+	c.take(false) // with descriptors again
+	if c.pipe == nil {
+		t.Fatal("no pipe once descriptors are free again")
+	}
+}
