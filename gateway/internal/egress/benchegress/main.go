@@ -273,9 +273,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // raiseFileLimit lifts the limit on open files (inherited by the proxies)
 // to at least 65,536 when allowed (root), else to the hard limit: the
-// idle-tunnel run holds two sockets per tunnel here, and a proxy that
-// splices holds two sockets and up to two pipes (four descriptors) per
-// tunnel.
+// idle-tunnel run holds two sockets per tunnel here, and each proxy holds
+// two sockets per tunnel, plus, for a proxy that splices with io.Copy, up to
+// two pipes (ours pools at most 32 pipes in all).
 func raiseFileLimit() {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
