@@ -170,7 +170,7 @@ bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=200ms) with allocation cou
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(GOTESTFLAGS) $(PKGS)
 
 .PHONY: bench-egress
-bench-egress: ## egress proxy side by side: direct, ours, smokescreen (pinned, built in a temp dir), Squid (docs/egress.md); not part of test
+bench-egress: ## egress proxy side by side: direct, ours, a bare relay, smokescreen (pinned, built in a temp dir), Squid (docs/egress.md); not part of test
 	@scripts/prereqs.sh bench-egress
 	@GO=$(GO) scripts/bench-egress.sh
 

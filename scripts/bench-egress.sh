@@ -2,7 +2,7 @@
 # make bench-egress: the side-by-side egress benchmark (docs/egress.md, "Performance").
 # Builds stripe/smokescreen at a pinned version from the Go module proxy into a temporary
 # directory (never into the tree), builds the harness (gateway/internal/egress/benchegress),
-# and runs direct / ours / smokescreen / Debian's Squid on loopback.
+# and runs direct / ours / a bare relay (the floor) / smokescreen / Debian's Squid on loopback.
 #
 # Environment: GO (the Go command), SMOKESCREEN_VERSION (default v0.1.0), BENCH_EGRESS_ARGS
 # (extra harness flags, e.g. "-reps 5 -idle 2000"), BENCH_EGRESS_KEEP=1 keeps the

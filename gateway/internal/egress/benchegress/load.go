@@ -19,6 +19,9 @@ import (
 // waits for the next length (a throughput run's next slice) until the
 // client goes.
 
+// answerTimeout bounds the wait for a proxy's answer to a CONNECT.
+var answerTimeout = 30 * time.Second // a variable: tests shorten it
+
 // writeBuf is the size of the client's writes.
 const writeBuf = 256 << 10
 
@@ -130,6 +133,9 @@ func (t target) dial(upPort int) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A proxy that stops answering (out of descriptors, say) fails the run
+	// instead of hanging it.
+	_ = c.SetDeadline(time.Now().Add(answerTimeout))
 	req := "CONNECT " + up + " HTTP/1.1\r\nHost: " + up + "\r\nProxy-Authorization: Basic " + basicToken + "\r\n\r\n"
 	if _, err := io.WriteString(c, req); err != nil {
 		abort(c)
@@ -161,6 +167,7 @@ func (t target) dial(upPort int) (net.Conn, error) {
 		abort(c)
 		return nil, fmt.Errorf("%s: bytes after the CONNECT answer", t.name)
 	}
+	_ = c.SetDeadline(time.Time{})
 	return c, nil
 }
 

@@ -35,8 +35,9 @@ func (p *proc) stop() {
 	_ = p.log.Close()
 }
 
-// startProxies starts ours, and smokescreen and Squid when configured, each
-// on a free loopback port, and waits until each accepts connections.
+// startProxies starts ours, and the bare relay, smokescreen and Squid when
+// configured, each on a free loopback port, and waits until each accepts
+// connections.
 func startProxies(o options, self string, upPort, rep int) ([]*proc, error) {
 	var procs []*proc
 	fail := func(err error) ([]*proc, error) {
@@ -70,6 +71,15 @@ func startProxies(o options, self string, upPort, rep int) ([]*proc, error) {
 		"-audit", filepath.Join(o.dir, fmt.Sprintf("ours-audit-%d.jsonl", rep)))
 	if err := start("ours", cmd, addr); err != nil {
 		return fail(err)
+	}
+	if o.bare {
+		addr, err := freeAddr()
+		if err != nil {
+			return fail(err)
+		}
+		if err := start("bare", exec.Command(self, "bare", "-listen", addr), addr); err != nil {
+			return fail(err)
+		}
 	}
 	if o.smokescreen != "" {
 		addr, err := freeAddr()

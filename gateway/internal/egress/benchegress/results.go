@@ -38,9 +38,9 @@ func (r *results) add(row, path string, v float64, b better) {
 	r.vals[row][path] = append(r.vals[row][path], v)
 }
 
-// ratio is ours against smokescreen (> 1: ours better) per repetition.
-func (r *results) ratios(row string) []float64 {
-	o, s := r.vals[row]["ours"], r.vals[row]["smokescreen"]
+// ratios is path a against path b (> 1: a better) per repetition.
+func (r *results) ratios(row, a, b string) []float64 {
+	o, s := r.vals[row][a], r.vals[row][b]
 	var out []float64
 	for i := range min(len(o), len(s)) {
 		if o[i] == 0 || s[i] == 0 {
@@ -71,14 +71,24 @@ func median(v []float64) float64 {
 // as the median (min–max) of the per-repetition ratios.
 func (r *results) print(out io.Writer, o options) {
 	paths := []string{}
-	for _, p := range []string{"direct", "ours", "smokescreen", "squid"} {
+	for _, p := range []string{"direct", "ours", "bare", "smokescreen", "squid"} {
 		if slices.Contains(r.paths, p) {
 			paths = append(paths, p)
 		}
 	}
-	fmt.Fprintf(out, "bench-egress: %d repetitions, interleaved; medians over repetitions; ratio = ours vs smokescreen, > 1 is ours better (median, min-max of the per-repetition ratios)\n\n", o.reps)
+	// The ratio columns: ours against smokescreen, and the bare relay's
+	// (the floor) when it ran.
+	against := []string{"ours"}
+	if slices.Contains(paths, "bare") {
+		against = append(against, "bare")
+	}
+	heads := []string{}
+	for _, a := range against {
+		heads = append(heads, a+"/smokescreen")
+	}
+	fmt.Fprintf(out, "bench-egress: %d repetitions, interleaved; medians over repetitions; ratio = ours (or the bare relay) vs smokescreen, > 1 is better (median, min-max of the per-repetition ratios)\n\n", o.reps)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintf(tw, "%s\t%s\t%s\t\n", "workload", strings.Join(paths, "\t"), "ours/smokescreen")
+	fmt.Fprintf(tw, "%s\t%s\t%s\t\n", "workload", strings.Join(paths, "\t"), strings.Join(heads, "\t"))
 	for _, row := range r.rows {
 		cells := []string{row}
 		for _, p := range paths {
@@ -89,10 +99,12 @@ func (r *results) print(out io.Writer, o options) {
 			}
 			cells = append(cells, fmt.Sprintf("%.2f", median(v)))
 		}
-		if rs := r.ratios(row); len(rs) > 0 {
-			cells = append(cells, fmt.Sprintf("%.2fx (%.2f-%.2f)", median(rs), slices.Min(rs), slices.Max(rs)))
-		} else {
-			cells = append(cells, "-")
+		for _, a := range against {
+			if rs := r.ratios(row, a, "smokescreen"); len(rs) > 0 {
+				cells = append(cells, fmt.Sprintf("%.2fx (%.2f-%.2f)", median(rs), slices.Min(rs), slices.Max(rs)))
+			} else {
+				cells = append(cells, "-")
+			}
 		}
 		fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
 	}
