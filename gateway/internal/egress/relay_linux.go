@@ -30,10 +30,11 @@ import (
 // tunnels.
 //
 // Why splice rather than copy, measured side by side (make bench-egress,
-// docs/egress.md): the proxy spends a third of the CPU per byte, and on the
-// current test VM 32 streams move 1.2-1.3x more bytes per second than
-// copying them through 512 KiB buffers. An earlier VM measured the reverse
-// for the whole system (docs/egress.md, "Splice or copy").
+// docs/egress.md): the proxy spends half or less of the CPU per byte on
+// every test VM. Which moves more bytes through the whole machine on
+// loopback, where the client and upstream share the cores, has changed with
+// the VM: on one, 32 streams moved 1.2-1.3x more splicing; on two others,
+// copying moved more (docs/egress.md, "Splice or copy" and "the floor").
 
 const (
 	// relayPipeSize is a relay pipe's capacity (F_SETPIPE_SZ; the
