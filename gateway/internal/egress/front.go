@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"ironcurtain.dev/gateway/internal/netlimit"
+	"ironcurtain.dev/gateway/internal/netwrap"
 )
 
 // The proxy's front reads the first request head of every client
@@ -275,17 +276,8 @@ func (f *front) release(br *bufio.Reader) {
 
 // headConnOf finds the head-recording connection under c.
 func headConnOf(c net.Conn) *headConn {
-	for i := 0; i < 8 && c != nil; i++ {
-		if hc, ok := c.(*headConn); ok {
-			return hc
-		}
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		c = u.NetConn()
-	}
-	return nil
+	hc, _ := netwrap.Find[*headConn](c)
+	return hc
 }
 
 // limitReader reads at most n bytes (n < 0: no limit) and then reports

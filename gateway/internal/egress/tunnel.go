@@ -15,6 +15,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"ironcurtain.dev/gateway/internal/netwrap"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -311,15 +312,7 @@ func closeWrite(c net.Conn) {
 
 // rawConn unwraps our connection wrappers (the relay reads the socket
 // directly; the head recorder is only needed for the request head).
-func rawConn(c net.Conn) net.Conn {
-	for {
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return c
-		}
-		c = u.NetConn()
-	}
-}
+func rawConn(c net.Conn) net.Conn { return netwrap.Raw(c) }
 
 func quoteShort(s string) string {
 	if len(s) > 80 {

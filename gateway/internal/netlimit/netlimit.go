@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"ironcurtain.dev/gateway/internal/netwrap"
 )
 
 // Limits configure a Limiter.
@@ -244,17 +246,8 @@ func (c *Conn) Client() string { return c.client }
 // unwrap finds the *Conn under wrappers that expose NetConn (as http.Server passes the
 // connection its listener returned, which may wrap ours).
 func unwrap(c net.Conn) *Conn {
-	for i := 0; i < 8 && c != nil; i++ {
-		if tc, ok := c.(*Conn); ok {
-			return tc
-		}
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		c = u.NetConn()
-	}
-	return nil
+	tc, _ := netwrap.Find[*Conn](c)
+	return tc
 }
 
 // clientOf is the IP of addr (the whole string when it has no port).
