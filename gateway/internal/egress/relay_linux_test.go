@@ -452,8 +452,15 @@ func TestRelayManyTunnelsIntegrity(t *testing.T) {
 		_ = conns[i].SetDeadline(time.Now().Add(60 * time.Second))
 	}
 	// Tunnel i sends block[i*1021:][:size]: different bytes and a different
-	// size on every tunnel, from one random block (no copies).
-	block := make([]byte, 7<<20)
+	// size on every tunnel, from one random block (no copies). Each sends
+	// more than its upload direction can leave in kernel buffers with the
+	// upstream holding off (the proxy's send buffer, grown up to tcp_wmem's
+	// maximum; the upstream's receive buffer, tcp_rmem's default; a pipe),
+	// so that every direction waits holding its carrier. Sizes just above
+	// 4 MiB were absorbed whole on one VM, and those tunnels' uploads ended.
+	base := sysctlField(t, "tcp_wmem", 2, 4<<20) + sysctlField(t, "tcp_rmem", 1, 128<<10) + relayPipeSize + 1<<20
+	sizeOf := func(i int) int { return base + i*23<<10 }
+	block := make([]byte, (tunnels-1)*1021+sizeOf(tunnels-1))
 	if _, err := rand.Read(block); err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +468,7 @@ func TestRelayManyTunnelsIntegrity(t *testing.T) {
 	errs := make(chan error, tunnels)
 	var wg sync.WaitGroup
 	for i, c := range conns {
-		size := 4<<20 + i*23<<10 // each more than the socket buffers hold
+		size := sizeOf(i)
 		data := block[i*1021:][:size]
 		sizes[int64(size)] = true
 		wg.Add(2)
@@ -583,4 +590,24 @@ func TestRelayPipeOutOfDescriptors(t *testing.T) {
 	if c.pipe == nil {
 		t.Fatal("no pipe once descriptors are free again")
 	}
+}
+
+// sysctlField returns field i (0-based) of /proc/sys/net/ipv4/name (three
+// numbers: min, default, max), or def when it cannot be read.
+func sysctlField(t *testing.T, name string, i, def int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
+	if err != nil {
+		t.Logf("%s: %v; assuming %d", name, err, def)
+		return def
+	}
+	f := strings.Fields(string(b))
+	if i >= len(f) {
+		return def
+	}
+	n, err := strconv.Atoi(f[i])
+	if err != nil || n <= 0 {
+		return def
+	}
+	return n
 }
