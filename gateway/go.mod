@@ -7,6 +7,7 @@ require ironcurtain.dev/migrations v0.0.0
 require (
 	github.com/elazarl/goproxy v1.9.2
 	github.com/go-chi/chi/v5 v5.5.0
+	github.com/go-json-experiment/json v1.27.2
 	github.com/google/go-github/v88 v88.0.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
