@@ -410,7 +410,7 @@ func (c *call) domainGate() (Evaluation, bool) {
 			continue
 		}
 		for _, d := range c.vals[i].domains {
-			if !matchDomain(allow, d) {
+			if !allow.match(d) {
 				return c.result(Decision{Status: Escalate, Rule: RuleDomainEscalate,
 					Reason:         fmt.Sprintf("URL domain %q is not in the allowlist for server %q", d.String(), c.req.Server),
 					EscalatedRoles: []Role{first}}), true

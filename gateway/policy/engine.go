@@ -11,7 +11,7 @@ type Engine struct {
 	tools    map[string]*tool
 	rules    []rule
 	trusted  map[string]bool
-	allow    map[string][]domainPattern
+	allow    map[string]domainSet
 	canon    pathCanon
 	safe     roleSet // sandbox-safe roles (Settings.SandboxSafeRoles)
 	fs       fileSystem

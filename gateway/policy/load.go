@@ -119,7 +119,7 @@ func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, f
 	if p == nil {
 		return nil, &FileError{File: files.policy, Err: errors.New("missing compiled policy")}
 	}
-	e := &Engine{tools: map[string]*tool{}, trusted: map[string]bool{}, allow: map[string][]domainPattern{}, fs: fsys}
+	e := &Engine{tools: map[string]*tool{}, trusted: map[string]bool{}, allow: map[string]domainSet{}, fs: fsys}
 	if err := e.compileSettings(s); err != nil {
 		return nil, err
 	}
@@ -192,7 +192,11 @@ func (e *Engine) compileSettings(s Settings) error {
 		if err != nil {
 			return settingsErr("domain_allowlists."+server, err)
 		}
-		e.allow[server] = ps
+		set, err := newDomainSet(ps)
+		if err != nil {
+			return settingsErr("domain_allowlists."+server, err)
+		}
+		e.allow[server] = set
 	}
 	e.resolver = NewGitResolver(s.GitTimeout)
 	pc, err := NewPushChecker(e.canon.sandbox, s.ProtectedBranches, e.resolver)

@@ -28,7 +28,7 @@ type pathCond struct {
 
 type domainCond struct {
 	roles    roleSet
-	patterns []domainPattern
+	patterns domainSet
 }
 
 type listCond struct {
@@ -36,7 +36,7 @@ type listCond struct {
 	matchType string
 	exact     map[string]bool // identifiers
 	folded    map[string]bool // emails and lower-cased identifiers
-	domains   []domainPattern
+	domains   domainSet
 }
 
 func (e *Engine) compileRules(p *CompiledPolicy, l *DynamicLists, files fileNames) error {
@@ -170,7 +170,7 @@ func (e *Engine) expandValues(entries []string, l *DynamicLists, path string) []
 	return out
 }
 
-func (e *Engine) expandPatterns(entries []string, l *DynamicLists, files fileNames, path string) ([]domainPattern, error) {
+func (e *Engine) expandPatterns(entries []string, l *DynamicLists, files fileNames, path string) (domainSet, error) {
 	var out []domainPattern
 	for i, v := range entries {
 		values := e.expandValues([]string{v}, l, fmt.Sprintf("%s[%d]", path, i))
@@ -179,15 +179,19 @@ func (e *Engine) expandPatterns(entries []string, l *DynamicLists, files fileNam
 			if err != nil {
 				where := fmt.Sprintf("%s[%d]", path, i)
 				if strings.HasPrefix(v, "@") {
-					return nil, &FileError{File: files.lists, Path: "lists." + v[1:],
+					return domainSet{}, &FileError{File: files.lists, Path: "lists." + v[1:],
 						Err: fmt.Errorf("entry %q (used by %s): %w", s, where, unwrapParse(err))}
 				}
-				return nil, &FileError{File: files.policy, Path: where, Err: fmt.Errorf("%q: %w", s, unwrapParse(err))}
+				return domainSet{}, &FileError{File: files.policy, Path: where, Err: fmt.Errorf("%q: %w", s, unwrapParse(err))}
 			}
 			out = append(out, p)
 		}
 	}
-	return out, nil
+	set, err := newDomainSet(out)
+	if err != nil {
+		return domainSet{}, &FileError{File: files.policy, Path: path, Err: err}
+	}
+	return set, nil
 }
 
 var defaultDeny = Decision{Status: Deny, Rule: RuleDefaultDeny, Reason: reasonDefaultDeny}
@@ -408,7 +412,7 @@ func (c *call) matches(r *rule, role Role, withPaths bool) bool {
 			}
 			for _, d := range v.domains {
 				n++
-				if !matchDomain(r.domains.patterns, d) {
+				if !r.domains.patterns.match(d) {
 					return false
 				}
 			}
@@ -474,7 +478,7 @@ func (c *call) listHolds(lc *listCond, roles roleSet) bool {
 					}
 					d = domainValue{host: h}
 				}
-				if !matchDomain(lc.domains, d) {
+				if !lc.domains.match(d) {
 					return false
 				}
 			case MatchEmails:

@@ -221,7 +221,7 @@ func TestSecretEgressCombines(t *testing.T) {
 	_ = dir
 	e := secretsEngine(t, SecretScan{})
 	e2 := *e
-	e2.allow = map[string][]domainPattern{"fetch": mustPatterns(t, "github.com")}
+	e2.allow = map[string]domainSet{"fetch": {patterns: mustPatterns(t, "github.com")}}
 	d := e2.Evaluate(context.Background(), Request{Server: "fetch", Tool: "http_fetch", Args: map[string]any{"url": "https://example.org/?q=" + tAWSKey}}).Decision
 	if d.Status != Escalate || d.Rule != RuleSecretEgress || !strings.Contains(d.Reason, "also: URL domain") {
 		t.Fatalf("decision = %+v", d)

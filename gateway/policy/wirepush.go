@@ -110,8 +110,8 @@ func (e *Engine) GitDoorAllowed(url string) (GitRemote, bool) {
 		return GitRemote{}, false
 	}
 	allow, ok := e.allow["git"]
-	if !ok || len(allow) == 0 {
+	if !ok || allow.len() == 0 {
 		return r, false
 	}
-	return r, matchDomain(allow, r.domain())
+	return r, allow.match(r.domain())
 }
