@@ -15,6 +15,7 @@ type tool struct {
 	index        map[string]int // argument name → position in ann.Args
 	conditional  bool
 	static       *resolvedRoles // when no argument is conditional
+	prMerge      bool           // isPRMerge(name), computed at load
 }
 
 // resolvedRoles are a tool's roles for one call (conditional specs applied).

@@ -141,13 +141,13 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 	if r.Args == nil {
 		r.Args = map[string]any{}
 	}
-	if isPRMerge(r.Tool) {
+	t := e.tools[r.Server+"__"+r.Tool]
+	if t != nil && t.prMerge || t == nil && isPRMerge(r.Tool) {
 		return deny(RulePRMerge, fmt.Sprintf("merging pull requests (%s) is never allowed", r.Tool))
 	}
 	if e.trusted[r.Server] {
 		return e.evaluateTrusted(ctx, r)
 	}
-	t := e.tools[r.Server+"__"+r.Tool]
 	if t == nil {
 		return deny(RuleUnknownTool, fmt.Sprintf("Unknown tool: %s/%s", r.Server, r.Tool))
 	}

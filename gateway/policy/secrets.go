@@ -239,7 +239,11 @@ func (c *call) scanSecrets() (Decision, bool) {
 	textAll := sc.textServers[c.req.Server] || c.rr.all.has(RoleGitHubOwner) || c.rr.all.has(RoleGitHubRepo)
 	var findings []SecretFinding
 	status := Escalate
-	add := func(subject string, hits []secretscan.Hit) {
+	add := func(name string, hits []secretscan.Hit) {
+		if len(hits) == 0 {
+			return
+		}
+		subject := fmt.Sprintf("argument %q", name) // only when something was found
 		if d, ok := sc.Decide(subject, hits); ok {
 			findings = append(findings, d.Secrets...)
 			if d.Status == Deny {
@@ -253,7 +257,6 @@ func (c *call) scanSecrets() (Decision, bool) {
 		if !present || raw == nil {
 			continue
 		}
-		subject := fmt.Sprintf("argument %q", a.Name)
 		isURL := false
 		if first := c.rr.first[i]; first != "" && roleDef(first).Category == CategoryURL {
 			isURL = true
@@ -269,9 +272,9 @@ func (c *call) scanSecrets() (Decision, bool) {
 				return
 			}
 			if isURL {
-				add(subject, det.ScanURL(s))
+				add(a.Name, det.ScanURL(s))
 			} else {
-				add(subject, det.ScanText("value", s))
+				add(a.Name, det.ScanText("value", s))
 			}
 		})
 		if over {
@@ -281,7 +284,7 @@ func (c *call) scanSecrets() (Decision, bool) {
 		if isURL && i < len(c.vals) {
 			for _, u := range c.vals[i].canon {
 				if !containsString(raw, u) {
-					add(subject, det.ScanURL(u))
+					add(a.Name, det.ScanURL(u))
 				}
 			}
 		}
