@@ -156,6 +156,14 @@ func checkPackEnd(q *quarantine, lr *limitedReader, objects uint32, maxBytes int
 	}
 	sent := maxBytes - lr.left
 	idxs, err := filepath.Glob(filepath.Join(q.dir, "pack", "pack-*.idx"))
+	if err == nil && len(idxs) == 0 && objects == 0 {
+		// An empty pack (a push of objects the upstream has), should git
+		// write no index for it, is its header and trailer.
+		if sent > packHeaderLen+idxHashLen {
+			return &packError{fmt.Sprintf("data follows the pack (%d bytes after its end)", sent-packHeaderLen-idxHashLen)}
+		}
+		return nil
+	}
 	if err != nil || len(idxs) != 1 {
 		return fmt.Errorf("finding the pushed pack's index: %d found: %v", len(idxs), err)
 	}
