@@ -152,3 +152,37 @@ func FuzzTipBatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNameHits: any name gives hits whose location never holds the name.
+func FuzzNameHits(f *testing.F) {
+	f.Add("refs/heads/" + awsKeyID)
+	f.Add("refs/tags/x_" + ghToken + ".y")
+	f.Add("refs/heads/main")
+	f.Add("")
+	d := secretscan.MustDefault()
+	f.Fuzz(func(t *testing.T, name string) {
+		for _, h := range NameHits(d, "ref name", []string{name}) {
+			if h.Where != "ref name 1" {
+				t.Fatalf("location %q for %q", h.Where, name)
+			}
+		}
+	})
+}
+
+// BenchmarkScanTips reads and scans the tips of a push of 8 refs (commits
+// and annotated tags), the cost ScanTips adds to every push.
+func BenchmarkScanTips(b *testing.B) {
+	d := secretscan.MustDefault()
+	r := newTestRepo(b)
+	var tips []string
+	for i := 0; i < 4; i++ {
+		c := r.commit(b, "commit "+strings.Repeat("words ", 40), map[string][]byte{"f": []byte(strings.Repeat("x", i+1))})
+		r.git(b, "tag", "-a", "-m", "release notes "+strings.Repeat("more ", 40), "v"+string(rune('0'+i)), c)
+		tips = append(tips, c, r.git(b, "rev-parse", "refs/tags/v"+string(rune('0'+i))))
+	}
+	for b.Loop() {
+		if _, err := ScanTips(context.Background(), r.opts(), d, tips, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
