@@ -25,9 +25,12 @@ import (
 // between underscores is still found; both spellings are scanned.
 var nameSeparators = strings.NewReplacer("_", "/", ".", "/")
 
-// NameHits scans each name (ref names, push options) for secrets. The hit's
-// location is "<what> <i>" (1-based): never the name itself, which is the
-// secret. Hits of one name are deduplicated by kind.
+// NameHits scans each name (ref names, push options) for secrets: as text,
+// with '_' and '.' read as separators, and as a URL path is scanned
+// (base64-looking runs decoded; long opaque runs when high-entropy detection
+// is on). The hit's location is "<what> <i>" (1-based), with " (base64)"
+// when found decoded: never the name itself, which is the secret. Hits of
+// one name are deduplicated by kind and location.
 func NameHits(d *secretscan.Detector, what string, names []string) []secretscan.Hit {
 	if d == nil {
 		return nil
@@ -35,21 +38,32 @@ func NameHits(d *secretscan.Detector, what string, names []string) []secretscan.
 	var out []secretscan.Hit
 	for i, name := range names {
 		where := what + " " + strconv.Itoa(i+1)
-		seen := map[secretscan.Kind]bool{}
-		for _, text := range []string{name, nameSeparators.Replace(name)} {
-			for _, h := range d.ScanText(where, text) {
-				if !seen[h.Kind] {
-					seen[h.Kind] = true
+		seen := map[string]bool{}
+		add := func(hs []secretscan.Hit, decoded func(secretscan.Hit) bool) {
+			for _, h := range hs {
+				dec := decoded(h)
+				h.Where = where
+				if dec {
+					h.Where += " (base64)"
+				}
+				if k := string(h.Kind) + "\x00" + h.Where; !seen[k] {
+					seen[k] = true
 					out = append(out, h)
 				}
 			}
-			if !strings.ContainsAny(name, "_.") {
-				break
-			}
 		}
+		plain := func(secretscan.Hit) bool { return false }
+		add(d.ScanText(where, name), plain)
+		if strings.ContainsAny(name, "_.") {
+			add(d.ScanText(where, nameSeparators.Replace(name)), plain)
+		}
+		add(d.ScanURL(nameURL+name), func(h secretscan.Hit) bool { return strings.HasSuffix(h.Where, "(base64)") })
 	}
 	return out
 }
+
+// nameURL prefixes a name to scan it as a URL path.
+const nameURL = "https://ref.invalid/"
 
 // maxPeel bounds how many annotated tags in a chain ScanTips follows.
 const maxPeel = 4

@@ -3,6 +3,7 @@ package gitscan
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"reflect"
 	"strings"
 	"testing"
@@ -27,6 +28,8 @@ func TestNameHits(t *testing.T) {
 			want: []string{"aws-access-key-id @ ref name 1"}},
 		{name: "key between dots", names: []string{"refs/tags/v1." + awsKeyID + ".2"},
 			want: []string{"aws-access-key-id @ ref name 1"}},
+		{name: "base64 of a key as a branch", names: []string{"refs/heads/wip/" + base64.StdEncoding.EncodeToString([]byte("key="+awsKeyID))},
+			want: []string{"aws-access-key-id @ ref name 1 (base64)"}},
 		{name: "found in both spellings once", names: []string{"refs/heads/" + awsKeyID + "_x"},
 			want: []string{"aws-access-key-id @ ref name 1"}},
 	}
@@ -162,7 +165,7 @@ func FuzzNameHits(f *testing.F) {
 	d := secretscan.MustDefault()
 	f.Fuzz(func(t *testing.T, name string) {
 		for _, h := range NameHits(d, "ref name", []string{name}) {
-			if h.Where != "ref name 1" {
+			if h.Where != "ref name 1" && h.Where != "ref name 1 (base64)" {
 				t.Fatalf("location %q for %q", h.Where, name)
 			}
 		}
