@@ -190,3 +190,29 @@ func TestPushToolRefNameAndTipSecrets(t *testing.T) {
 		t.Fatalf("clean push decided by %s: %s", ev.Decision.Rule, ev.Decision.Reason)
 	}
 }
+
+// TestFetchAndPullBranchNameSecrets: a branch name given to git__fetch or
+// git__pull reaches the upstream (protocol v2's ref prefixes): a secret in
+// it escalates before anything runs; a local branch operation is not asked.
+func TestFetchAndPullBranchNameSecrets(t *testing.T) {
+	e := newHTTPSEnv(t, nil)
+	eng := secretEngine(t, e.genv, policy.SecretScan{})
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"fetch", map[string]any{"branch": "fix-" + sampleGHToken}},
+		{"fetch", map[string]any{"remote": "origin", "branch": sampleAWSKey}},
+		{"pull", map[string]any{"branch": sampleAWSKey}},
+	} {
+		tc.args["path"] = e.repo
+		d := eng.Evaluate(context.Background(), policy.Request{Server: "git", Tool: tc.tool, Args: tc.args}).Decision
+		if d.Rule != policy.RuleSecretEgress || !strings.Contains(d.Reason, `value of argument "branch"`) {
+			t.Fatalf("%s %v: decision %s %s %q", tc.tool, tc.args, d.Status, d.Rule, d.Reason)
+		}
+	}
+	d := eng.Evaluate(context.Background(), policy.Request{Server: "git", Tool: "branch", Args: map[string]any{"path": e.repo, "name": sampleAWSKey}}).Decision
+	if d.Status != policy.Allow || d.Rule == policy.RuleSecretEgress {
+		t.Fatalf("a local branch operation was scanned as egress: %+v", d)
+	}
+}
