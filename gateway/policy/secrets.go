@@ -228,7 +228,8 @@ func (c *call) checkSpecialHosts() (Evaluation, bool) {
 const maxScanValues = 4096
 
 // scanSecrets scans the call's URL-role values (as given and canonical)
-// and, on text servers and GitHub tools, every string argument. It returns
+// and, on text servers and GitHub tools, every string argument; branch
+// names of a tool that contacts a remote too. It returns
 // the decision for what it found.
 func (c *call) scanSecrets() (Decision, bool) {
 	sc := c.e.secrets
@@ -237,6 +238,15 @@ func (c *call) scanSecrets() (Decision, bool) {
 		return Decision{}, false
 	}
 	textAll := sc.textServers[c.req.Server] || c.rr.all.has(RoleGitHubOwner) || c.rr.all.has(RoleGitHubRepo)
+	// A tool that contacts a remote (a URL-role argument, given or
+	// defaulted) sends its branch names there too: a fetch's ref prefixes,
+	// a push's destinations. They are scanned as text.
+	remote := false
+	for i := range c.t.ann.Args {
+		if first := c.rr.first[i]; first != "" && roleDef(first).Category == CategoryURL {
+			remote = true
+		}
+	}
 	var findings []SecretFinding
 	status := Escalate
 	add := func(name string, hits []secretscan.Hit) {
@@ -261,7 +271,7 @@ func (c *call) scanSecrets() (Decision, bool) {
 		if first := c.rr.first[i]; first != "" && roleDef(first).Category == CategoryURL {
 			isURL = true
 		}
-		text := textAll || c.rr.perArg[i].has(RoleEmailBody)
+		text := textAll || c.rr.perArg[i].has(RoleEmailBody) || (remote && c.rr.perArg[i].has(RoleBranchName))
 		if !isURL && !text {
 			continue
 		}

@@ -28,7 +28,7 @@ const secretsPolicy = `{"generatedAt": "2026-05-01T00:00:00.000Z", "constitution
  {"name": "deny-fetch-blocked", "description": "d", "principle": "t", "if": {"server": ["fetch"], "tool": ["http_fetch"], "domains": {"roles": ["fetch-url"], "allowed": ["blocked.example"]}}, "then": "deny", "reason": "blocked"},
  {"name": "allow-fetch", "description": "d", "principle": "t", "if": {"server": ["fetch"]}, "then": "allow", "reason": "fetching is fine"},
  {"name": "allow-github", "description": "d", "principle": "t", "if": {"server": ["github"]}, "then": "allow", "reason": "github is fine"},
- {"name": "allow-notes", "description": "d", "principle": "t", "if": {"server": ["notes", "mail"]}, "then": "allow", "reason": "fine"}
+ {"name": "allow-notes", "description": "d", "principle": "t", "if": {"server": ["notes", "mail", "vcs"]}, "then": "allow", "reason": "fine"}
 ]}`
 
 const secretsAnnotations = `{"generatedAt": "2026-05-01T00:00:00.000Z", "servers": {
@@ -42,7 +42,10 @@ const secretsAnnotations = `{"generatedAt": "2026-05-01T00:00:00.000Z", "servers
   {"toolName": "save", "serverName": "notes", "args": {"text": ["none"], "link": ["fetch-url"], "meta": ["none"]}},
   {"toolName": "create_issue", "serverName": "notes", "args": {"owner": ["github-owner"], "repo": ["github-repo"], "text": ["none"]}}]},
  "mail": {"inputHash": "t", "tools": [
-  {"toolName": "send", "serverName": "mail", "args": {"to": ["email-address"], "body": ["email-body"], "subject": ["none"]}}]}
+  {"toolName": "send", "serverName": "mail", "args": {"to": ["email-address"], "body": ["email-body"], "subject": ["none"]}}]},
+ "vcs": {"inputHash": "t", "tools": [
+  {"toolName": "sync", "serverName": "vcs", "args": {"url": ["fetch-url"], "branch": ["branch-name"]}},
+  {"toolName": "switch", "serverName": "vcs", "args": {"branch": ["branch-name"]}}]}
 }}`
 
 func secretsEngine(t testing.TB, s SecretScan, unsafe ...string) *Engine {
@@ -107,6 +110,10 @@ func TestSecretEgress(t *testing.T) {
 			want: Escalate, kind: secretscan.KindAWSKeyID, where: `query parameter k of argument "link"`},
 		{name: "email body", tool: "mail__send", args: map[string]any{"to": "x@example.com", "body": "key " + tAWSKey},
 			want: Escalate, kind: secretscan.KindAWSKeyID, where: `value of argument "body"`},
+		{name: "branch name of a call that contacts a remote", tool: "vcs__sync", args: map[string]any{"url": "https://example.com/repo.git", "branch": "fix-" + tGHToken},
+			want: Escalate, kind: secretscan.KindGitHubToken, where: `value of argument "branch"`},
+		{name: "branch name of a call whose remote is defaulted", tool: "vcs__sync", args: map[string]any{"branch": tAWSKey},
+			want: Escalate, kind: secretscan.KindAWSKeyID, where: `value of argument "branch"`},
 		{name: "blocked site still denied", tool: "fetch__http_fetch", args: map[string]any{"url": "https://blocked.example/?q=" + tAWSKey},
 			want: Deny, rule: "deny-fetch-blocked"},
 
@@ -114,6 +121,7 @@ func TestSecretEgress(t *testing.T) {
 		{name: "clean URL", tool: "fetch__http_fetch", args: map[string]any{"url": "https://github.com/search?q=golang+context&type=code"}, want: Allow, rule: "allow-fetch"},
 		{name: "clean PR", tool: "github__pr_create", args: map[string]any{"owner": "acme", "repo": "app", "title": "Fix the AKIA prefix check", "head": "f", "base": "main", "body": "ghp_ is a prefix"}, want: Allow, rule: "allow-github"},
 		{name: "text of a non-text server", tool: "notes__save", args: map[string]any{"text": tAWSKey}, want: Allow, rule: "allow-notes"},
+		{name: "branch name of a local call", tool: "vcs__switch", args: map[string]any{"branch": tAWSKey}, want: Allow, rule: "allow-notes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

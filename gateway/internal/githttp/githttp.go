@@ -225,28 +225,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if base, ok := h.cfg.UnsafeUpstreams[rp.host]; ok {
 		rp.transport = strings.TrimSuffix(base, "/") + "/" + rp.owner + "/" + rp.name + ".git"
 	}
-	if service == "info/refs" {
+	refs := service == "info/refs"
+	if refs {
 		service = r.URL.Query().Get("service")
 		if service != "git-upload-pack" && service != "git-receive-pack" {
 			http.Error(w, "only the smart HTTP protocol is served: ask for ?service=git-upload-pack or git-receive-pack", http.StatusForbidden)
 			return
 		}
-		if !h.allowed(w, r, sess, rp, service, true) {
-			return
-		}
-		if service == "git-upload-pack" {
-			h.uploadPackRefs(w, r, sess, rp)
-		} else {
-			h.receivePackRefs(w, r, rp)
-		}
+	}
+	// Decided before anything reaches the upstream (a mirror refresh is a
+	// request to it, naming the path): the path is secret-scanned, then
+	// the host must be served.
+	if h.pathRefused(w, r, sess, rp, service, refs) || !h.allowed(w, r, sess, rp, service, refs) {
 		return
 	}
-	if !h.allowed(w, r, sess, rp, service, false) {
-		return
-	}
-	if service == "git-upload-pack" {
+	switch {
+	case refs && service == "git-upload-pack":
+		h.uploadPackRefs(w, r, sess, rp)
+	case refs:
+		h.receivePackRefs(w, r, rp)
+	case service == "git-upload-pack":
 		h.uploadPack(w, r, sess, rp)
-	} else {
+	default:
 		h.receivePack(w, r, sess, rp)
 	}
 }

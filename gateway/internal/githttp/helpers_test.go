@@ -60,6 +60,14 @@ type upstream struct {
 	host   string
 	mu     sync.Mutex
 	auths  []string
+	paths  []string // every request's path and query, in order
+}
+
+// requests returns the paths (with queries) the upstream was asked for.
+func (u *upstream) requests() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.paths...)
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -76,6 +84,7 @@ func newUpstream(t testing.TB) *upstream {
 	u.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.auths = append(u.auths, r.Header.Get("Authorization"))
+		u.paths = append(u.paths, r.URL.RequestURI())
 		u.mu.Unlock()
 		if r.Header.Get("Authorization") != want {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)

@@ -134,8 +134,117 @@ func receivePack(ctx context.Context, m *gitsrv.UpstreamMirror, r io.Reader, max
 		}
 		return nil, indexError(err, maxBytes, m.Dir())
 	}
-	_ = n
+	if err := checkPackEnd(q, lr, n, maxBytes); err != nil {
+		q.remove()
+		return nil, err
+	}
 	return q, nil
+}
+
+// checkPackEnd refuses bytes after the pack's trailer. index-pack reads a
+// pack from a pipe up to its trailer and ignores what follows, so the door
+// finds the pack's end itself: the rest of the body is drained through lr
+// (which counted every byte given to index-pack) and compared with the
+// length of the pack index-pack read, from its index (packLength).
+func checkPackEnd(q *quarantine, lr *limitedReader, objects uint32, maxBytes int64) error {
+	if _, err := io.Copy(io.Discard, lr); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &packError{fmt.Sprintf("the pack exceeds %d bytes", maxBytes)}
+		}
+		return &packError{"the data after the pack could not be read"}
+	}
+	sent := maxBytes - lr.left
+	idxs, err := filepath.Glob(filepath.Join(q.dir, "pack", "pack-*.idx"))
+	if err == nil && len(idxs) == 0 && objects == 0 {
+		// An empty pack (a push of objects the upstream has), should git
+		// write no index for it, is its header and trailer.
+		if sent > packHeaderLen+idxHashLen {
+			return &packError{fmt.Sprintf("data follows the pack (%d bytes after its end)", sent-packHeaderLen-idxHashLen)}
+		}
+		return nil
+	}
+	if err != nil || len(idxs) != 1 {
+		return fmt.Errorf("finding the pushed pack's index: %d found: %v", len(idxs), err)
+	}
+	idx, err := os.ReadFile(idxs[0])
+	if err != nil {
+		return fmt.Errorf("reading the pushed pack's index: %w", err)
+	}
+	fi, err := os.Stat(strings.TrimSuffix(idxs[0], ".idx") + ".pack")
+	if err != nil {
+		return fmt.Errorf("reading the pushed pack: %w", err)
+	}
+	length, err := packLength(idx, objects, fi.Size())
+	if err != nil {
+		return fmt.Errorf("reading the pushed pack's index: %w", err)
+	}
+	switch {
+	case sent > length:
+		return &packError{fmt.Sprintf("data follows the pack (%d bytes after its end)", sent-length)}
+	case sent < length:
+		return fmt.Errorf("the pack index describes %d bytes, %d were received", length, sent)
+	}
+	return nil
+}
+
+// Pack index version 2 (git's gitformat-pack): magic, version, a 256-entry
+// fan-out table, then per object its name, CRC-32 and 4-byte offset, then
+// the 8-byte offsets, then two checksums.
+const (
+	idxHeaderLen = 8 + 256*4
+	idxHashLen   = 20 // sha1: the only object format the door speaks
+)
+
+// packLength is the length of the pack index-pack read from its input,
+// trailer included, given the index it wrote, the object count of the
+// pack's header and the size of the pack file it wrote. --fix-thin appends
+// the missing bases after the received objects (which keep their offsets)
+// and rewrites the header and trailer: the received pack then ended where
+// the first appended object starts, plus its trailer. Without appended
+// objects the file is the received pack.
+func packLength(idx []byte, objects uint32, packSize int64) (int64, error) {
+	if len(idx) < idxHeaderLen || string(idx[:8]) != "\xfftOc\x00\x00\x00\x02" {
+		return 0, errors.New("not a version 2 pack index")
+	}
+	var prev uint32
+	for i := 0; i < 256; i++ {
+		c := binary.BigEndian.Uint32(idx[8+4*i:])
+		if c < prev {
+			return 0, errors.New("the fan-out table decreases")
+		}
+		prev = c
+	}
+	n := uint64(prev)
+	off := uint64(idxHeaderLen) + n*(idxHashLen+4)
+	if uint64(len(idx)) < off+n*4+2*idxHashLen {
+		return 0, fmt.Errorf("the index of %d objects is truncated", n)
+	}
+	large := idx[off+n*4 : uint64(len(idx))-2*idxHashLen]
+	if uint64(objects) > n {
+		return 0, fmt.Errorf("the index holds %d objects, the pack's header %d", n, objects)
+	}
+	if uint64(objects) == n {
+		return packSize, nil
+	}
+	offsets := make([]uint64, n)
+	for i := range offsets {
+		o := uint64(binary.BigEndian.Uint32(idx[off+uint64(i)*4:]))
+		if o&0x80000000 != 0 {
+			j := (o &^ 0x80000000) * 8
+			if j+8 > uint64(len(large)) {
+				return 0, errors.New("a large offset is out of range")
+			}
+			o = binary.BigEndian.Uint64(large[j:])
+		}
+		offsets[i] = o
+	}
+	sort.Slice(offsets, func(i, j int) bool { return offsets[i] < offsets[j] })
+	end := offsets[objects] + idxHashLen
+	if end > uint64(packSize) || end < packHeaderLen+idxHashLen {
+		return 0, fmt.Errorf("the received pack would end at %d, outside the pack file of %d bytes", end, packSize)
+	}
+	return int64(end), nil
 }
 
 // checkPackHeader checks a pack header and returns its object count.

@@ -70,6 +70,9 @@ type pushState struct {
 	// scan says how much was read, for the record.
 	secrets []secretscan.Hit
 	scan    map[string]any
+	// names are the secrets in the push's ref names and push options,
+	// found before any request to the upstream (secrets.go).
+	names []secretscan.Hit
 }
 
 // receivePack handles one push.
@@ -105,6 +108,7 @@ func (h *Handler) receivePack(w http.ResponseWriter, r *http.Request, sess sessi
 		refuseRequest(w, p.req.Capabilities, msg)
 		return
 	}
+	p.names = p.scanNames()
 	w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
 	w.Header().Set("Cache-Control", "no-cache")
 	p.out = newSyncBand(w, p.req.Capabilities)
@@ -178,7 +182,11 @@ func (p *pushState) run(ctx, reqCtx context.Context, pr *gitwire.Reader) pushRes
 		id := p.refuse(reqCtx, policy.RuleInvalidArgument, "malformed push request: data after a pack-less command list")
 		return p.allRefs("", "malformed push request (call "+id+")")
 	}
-	if !h.fresh(p.rp.transport) {
+	// A push whose names hold a secret is decided before any request to
+	// the upstream: it is classified against the mirror as last refreshed
+	// (the upstream push is never forced, so an upstream that moved since
+	// rejects a non-fast-forward itself).
+	if !h.fresh(p.rp.transport) && len(p.names) == 0 {
 		if err := p.m.Refresh(ctx); err != nil {
 			h.log.Warn("git HTTP door: refreshing the mirror failed", "repo", p.rp.url, "err", err)
 			id := p.refuse(reqCtx, policy.RuleInternalError, "the gateway could not read the upstream's refs")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"ironcurtain.dev/gateway/gitexec"
@@ -22,7 +23,8 @@ var _ policy.PushInspector = (*Server)(nil)
 // workspace hook or config takes part) and scans what they add beyond what
 // the gateway fetched from the push's upstreams (the mirror's fetch
 // namespaces of plan.URLs): every commit and tag message, every blob, every
-// new file name. The objects it read are returned by destination; pushTool
+// new file name; and, whatever the upstream has, every destination ref name
+// and the commit or tag each will point at (gitscan.NameHits, ScanTips). The objects it read are returned by destination; pushTool
 // pushes exactly these or refuses.
 func (s *Server) InspectPush(ctx context.Context, det *secretscan.Detector, repoDir string, in policy.PushInput, plan policy.PushPlan) (policy.PushInspection, error) {
 	r, err := s.openRepo(ctx, "path", repoDir)
@@ -64,12 +66,27 @@ func (s *Server) InspectPush(ctx context.Context, det *secretscan.Detector, repo
 	}
 	o := s.mirrorOptions(mirror)
 	o.Timeout = s.timeout
-	rep, err := gitscan.Scan(ctx, o, det, tips, exclude, gitscan.Limits{MaxBytes: s.maxScan})
+	lim := gitscan.Limits{MaxBytes: s.maxScan}
+	rep, err := gitscan.Scan(ctx, o, det, tips, exclude, lim)
 	if err != nil {
 		return policy.PushInspection{}, err
 	}
-	s.log.Debug("git push: scanned for secrets", "objects", rep.Objects, "bytes", rep.Bytes, "findings", len(rep.Findings), "incomplete", rep.Incomplete)
-	return policy.PushInspection{Hits: rep.Hits(), Objects: objects}, nil
+	// What leaves whatever the upstream has: the destination names and the
+	// objects they will point at (commit and tag messages).
+	tipRep, err := gitscan.ScanTips(ctx, o, det, tips, lim)
+	if err != nil {
+		return policy.PushInspection{}, err
+	}
+	rep.Merge(tipRep)
+	names := make([]string, 0, len(objects))
+	for dst := range objects {
+		names = append(names, dst)
+	}
+	sort.Strings(names)
+	hits := gitscan.NameHits(det, "ref name of update", names)
+	s.log.Debug("git push: scanned for secrets", "objects", rep.Objects, "bytes", rep.Bytes, "names", len(names),
+		"findings", len(rep.Findings)+len(hits), "incomplete", rep.Incomplete)
+	return policy.PushInspection{Hits: append(hits, rep.Hits()...), Objects: objects}, nil
 }
 
 // pushItems resolves each refspec's source to the object it names.

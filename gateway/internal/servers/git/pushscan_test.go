@@ -137,3 +137,82 @@ type failingInspector struct{}
 func (failingInspector) InspectPush(context.Context, *secretscan.Detector, string, policy.PushInput, policy.PushPlan) (policy.PushInspection, error) {
 	return policy.PushInspection{}, context.DeadlineExceeded
 }
+
+// TestPushToolRefNameAndTipSecrets: git__push is decided on what it names
+// too, whatever the upstream has: a secret as the destination branch, as a
+// workspace branch pushed under its own name, as a tag pushed with tags, or
+// in the message of a commit the upstream already has, pushed under a new
+// name, escalates as structural-secret-egress naming the location only.
+func TestPushToolRefNameAndTipSecrets(t *testing.T) {
+	e := newHTTPSEnv(t, nil)
+	eng := secretEngine(t, e.genv, policy.SecretScan{})
+	// A commit with a token in its message, which the upstream has and the
+	// gateway fetched.
+	rawGit(t, e.repo, "switch", "-q", "-c", "legacy")
+	rawGit(t, e.repo, "commit", "-q", "--allow-empty", "-m", "debug: used "+sampleGHToken)
+	rawGit(t, e.repo, "push", "-q", e.bare, "legacy")
+	rawGit(t, e.repo, "switch", "-q", "-")
+	if _, ev := hubCall(t, eng, e.genv, "fetch", map[string]any{"path": e.repo}, nil); ev.Decision.Status == policy.Deny {
+		t.Fatalf("fetch %+v", ev.Decision)
+	}
+	rawGit(t, e.repo, "branch", "fix-"+sampleGHToken)
+	rawGit(t, e.repo, "tag", "rel-"+sampleAWSKey)
+	tests := []struct {
+		name      string
+		args      map[string]any
+		wantWhere string
+	}{
+		{name: "key as the destination branch", args: map[string]any{"branch": "HEAD", "remote_branch": sampleAWSKey},
+			wantWhere: "aws-access-key-id in ref name of update 1"},
+		{name: "token in a workspace branch name", args: map[string]any{"branch": "fix-" + sampleGHToken},
+			wantWhere: "github-token in ref name of update 1"},
+		{name: "key as a tag pushed with tags", args: map[string]any{"branch": "HEAD", "remote_branch": "clean", "tags": true},
+			wantWhere: "aws-access-key-id in ref name of update "},
+		{name: "a message the upstream has under a new name", args: map[string]any{"branch": "legacy", "remote_branch": "copy"},
+			wantWhere: "github-token in commit "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.args["path"] = e.repo
+			ev := eng.Evaluate(context.Background(), policy.Request{Server: "git", Tool: "push", Args: tc.args})
+			d := ev.Decision
+			if d.Status != policy.Escalate || d.Rule != policy.RuleSecretEgress || !strings.Contains(d.Reason, tc.wantWhere) {
+				t.Fatalf("decision %s %s %q; want escalate %s naming %q", d.Status, d.Rule, d.Reason, policy.RuleSecretEgress, tc.wantWhere)
+			}
+			if strings.Contains(d.Reason, sampleAWSKey) || strings.Contains(d.Reason, sampleGHToken) {
+				t.Fatalf("the recorded reason holds the secret: %q", d.Reason)
+			}
+		})
+	}
+	// A clean name for a commit the upstream has is not asked about.
+	ev := eng.Evaluate(context.Background(), policy.Request{Server: "git", Tool: "push", Args: map[string]any{"path": e.repo, "branch": "HEAD", "remote_branch": "clean"}})
+	if ev.Decision.Rule == policy.RuleSecretEgress {
+		t.Fatalf("clean push decided by %s: %s", ev.Decision.Rule, ev.Decision.Reason)
+	}
+}
+
+// TestFetchAndPullBranchNameSecrets: a branch name given to git__fetch or
+// git__pull reaches the upstream (protocol v2's ref prefixes): a secret in
+// it escalates before anything runs; a local branch operation is not asked.
+func TestFetchAndPullBranchNameSecrets(t *testing.T) {
+	e := newHTTPSEnv(t, nil)
+	eng := secretEngine(t, e.genv, policy.SecretScan{})
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"fetch", map[string]any{"branch": "fix-" + sampleGHToken}},
+		{"fetch", map[string]any{"remote": "origin", "branch": sampleAWSKey}},
+		{"pull", map[string]any{"branch": sampleAWSKey}},
+	} {
+		tc.args["path"] = e.repo
+		d := eng.Evaluate(context.Background(), policy.Request{Server: "git", Tool: tc.tool, Args: tc.args}).Decision
+		if d.Rule != policy.RuleSecretEgress || !strings.Contains(d.Reason, `value of argument "branch"`) {
+			t.Fatalf("%s %v: decision %s %s %q", tc.tool, tc.args, d.Status, d.Rule, d.Reason)
+		}
+	}
+	d := eng.Evaluate(context.Background(), policy.Request{Server: "git", Tool: "branch", Args: map[string]any{"path": e.repo, "name": sampleAWSKey}}).Decision
+	if d.Status != policy.Allow || d.Rule == policy.RuleSecretEgress {
+		t.Fatalf("a local branch operation was scanned as egress: %+v", d)
+	}
+}
