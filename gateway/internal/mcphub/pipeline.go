@@ -71,6 +71,11 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	if why, hidden := h.pins.changed(e.key); hidden {
 		return c.refuseChanged(ctx, r.Args, why) // pins.go
 	}
+	if ac, ok := pol.(argumentChecker); ok {
+		if name, bad := ac.UnknownArgument(e.server, e.tool, r.Args); bad {
+			return c.refuseUnknownArgument(ctx, r.Args, name, ac) // argcheck.go
+		}
+	}
 	if res, stop := c.loopGate(ctx, r.Args, r.Notify); stop {
 		return res // loop.go
 	}
@@ -83,13 +88,27 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	if res, refused := c.chargeBudget(ctx, r.Args); refused {
 		return res // budget.go
 	}
-	ev := c.evaluate(ctx, func(ctx context.Context) policy.Evaluation {
-		return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
-	})
-	if ev.Policy != nil {
-		c.args = marshalArgs(ev.Policy)
-	} else {
+	// The policy decision and the audit form are the CPU-heavy stretch of
+	// a call: it runs in a fair slot (admission.go). A push is decided
+	// outside one: its check reads the repository and may wait on git.
+	var ev policy.Evaluation
+	leave, err := func() {}, error(nil)
+	if !policy.IsPushTool(e.server, e.tool) {
+		leave, err = h.fair.enter(ctx, r.Session.ID)
+	}
+	if err != nil {
 		c.args = marshalArgs(r.Args)
+		ev.Decision = policy.Decision{Status: policy.Deny, Rule: policy.RuleInternalError, Reason: "the call was cancelled before policy decided"}
+	} else {
+		ev = c.evaluate(ctx, func(ctx context.Context) policy.Evaluation {
+			return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
+		})
+		if ev.Policy != nil {
+			c.args = marshalArgs(ev.Policy)
+		} else {
+			c.args = marshalArgs(r.Args)
+		}
+		leave()
 	}
 	dec := c.decision(ev.Decision, ev.Shadow)
 	h.metrics.Decision(e.server, e.tool, ev.Decision.Status.String())

@@ -1,0 +1,209 @@
+package mcphub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/strictjson"
+)
+
+var testLimits = withAdmissionDefaults(Config{}).JSONLimits
+
+func TestCheckRPC(t *testing.T) {
+	call := func(params string) string {
+		return `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` + params + `}`
+	}
+	wide := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`"k` + strconv.Itoa(i) + `":1`)
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name   string
+		body   string
+		reason string // "" accepted
+	}{
+		{name: "initialize", body: initBody},
+		{name: "tools/call", body: call(`{"name":"files__read","arguments":{"path":"/a"},"_meta":{"progressToken":1}}`)},
+		{name: "tools/call no arguments", body: call(`{"name":"files__read"}`)},
+		{name: "arguments array (the hub records it)", body: call(`{"name":"files__read","arguments":[1]}`)},
+		{name: "notification", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		{name: "tools/list", body: `{"jsonrpc":"2.0","id":"x","method":"tools/list","params":{"cursor":"c"}}`},
+		{name: "ping response", body: `{"jsonrpc":"2.0","id":9,"result":{}}`},
+		{name: "unknown method: shape only", body: `{"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"Cursor":1}}`},
+
+		{name: "duplicate method", body: `{"jsonrpc":"2.0","id":2,"method":"tools/list","method":"tools/call","params":{"name":"files__read"}}`, reason: refusedJSON},
+		{name: "case variant Method", body: `{"jsonrpc":"2.0","id":2,"method":"tools/list","Method":"tools/call","params":{"name":"files__read"}}`, reason: refusedNames},
+		{name: "only Method", body: `{"jsonrpc":"2.0","id":2,"Method":"tools/call","params":{"name":"files__read"}}`, reason: refusedNames},
+		{name: "case variant Params", body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","Params":{"name":"files__read"}}`, reason: refusedNames},
+		{name: "duplicate params", body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files__read"},"params":{"name":"files__delete"}}`, reason: refusedJSON},
+		{name: "escaped duplicate", body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files__read","n\u0061me":"files__delete"}}`, reason: refusedJSON},
+		{name: "duplicate name", body: call(`{"name":"files__read","name":"files__delete"}`), reason: refusedJSON},
+		{name: "case variant Name", body: call(`{"name":"files__read","Name":"files__delete"}`), reason: refusedParams},
+		{name: "Kelvin sign name", body: call(`{"name":"files__read","\u212aey":1}`), reason: refusedParams},
+		{name: "case variant Arguments", body: call(`{"name":"files__read","arguments":{"path":"/a"},"Arguments":{"path":"/etc/shadow"}}`), reason: refusedParams},
+		{name: "long s arguments", body: call(`{"name":"files__read","arguments":{"path":"/a"},"argumentſ":{"path":"/etc/shadow"}}`), reason: refusedParams},
+		{name: "duplicate arguments", body: call(`{"name":"files__read","arguments":{"path":"/a"},"arguments":{"path":"/etc/shadow"}}`), reason: refusedJSON},
+		{name: "duplicate inside arguments", body: call(`{"name":"files__read","arguments":{"path":"/a","path":"/etc/shadow"}}`), reason: refusedJSON},
+		{name: "duplicate deep inside arguments", body: call(`{"name":"files__read","arguments":{"edits":[{"old":"a","old":"b"}]}}`), reason: refusedJSON},
+		{name: "duplicate in _meta", body: call(`{"name":"files__read","_meta":{"progressToken":1,"progressToken":2}}`), reason: refusedJSON},
+		{name: "task (not served)", body: call(`{"name":"files__read","task":{}}`), reason: refusedParams},
+		{name: "initialize case variant", body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","ProtocolVersion":"1999-01-01","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, reason: refusedParams},
+		{name: "batch", body: `[` + initBody + `]`, reason: refusedBatch},
+		{name: "batch after space", body: " \n[" + initBody + `]`, reason: refusedBatch},
+		{name: "trailing data", body: initBody + `{}`, reason: refusedJSON},
+		{name: "invalid UTF-8", body: call("{\"name\":\"files__read\",\"arguments\":{\"p\":\"\xff\"}}"), reason: refusedJSON},
+		{name: "jsonrpc 1.0", body: `{"jsonrpc":"1.0","id":1,"method":"ping"}`, reason: refusedNames},
+		{name: "method not a string", body: `{"jsonrpc":"2.0","id":1,"method":7}`, reason: refusedNames},
+		{name: "too many members", body: call(`{"name":"files__read","arguments":{"x":{` + wide(DefaultJSONMaxMembers+1) + `}}}`), reason: refusedShape},
+		{name: "members at the bound", body: call(`{"name":"files__read","arguments":{"x":{` + wide(DefaultJSONMaxMembers-8) + `}}}`)},
+		{name: "too deep", body: call(`{"name":"files__read","arguments":{"x":` + strings.Repeat("[", DefaultJSONMaxDepth) + strings.Repeat("]", DefaultJSONMaxDepth) + `}}`), reason: refusedShape},
+		{name: "too many elements", body: call(`{"name":"files__read","arguments":{"x":[` + strings.Repeat("1,", DefaultJSONMaxElements) + `1]}}`), reason: refusedShape},
+		{name: "not JSON", body: `{"jsonrpc":`, reason: refusedJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, gerr := checkRPC([]byte(tt.body), testLimits)
+			got := ""
+			if gerr != nil {
+				got = gerr.Reason
+				if gerr.Msg == "" || len(gerr.Msg) > 1000 {
+					t.Errorf("message %q", gerr.Msg)
+				}
+			}
+			if got != tt.reason {
+				t.Fatalf("reason = %q, want %q (%v)", got, tt.reason, gerr)
+			}
+		})
+	}
+}
+
+// TestCaseVariantArgumentsNeverRun is the regression test of issue 24
+// item 1 over HTTP: mcp-go (encoding/json, case-insensitive, last wins)
+// would run the tool with "Arguments" while an exact reader judged
+// "arguments". The request is refused before mcp-go reads it; the server
+// is never called.
+func TestCaseVariantArgumentsNeverRun(t *testing.T) {
+	f := newHTTPFixture(t, Config{})
+	f.pol.evals["files__read"] = allow("r", nil)
+	var ran []map[string]any
+	f.srv.run = func(_ context.Context, _ string, args map[string]any) (servers.Result, error) {
+		ran = append(ran, args)
+		return servers.Text("ok"), nil
+	}
+	resp, _ := rawPost(t, f.url, "Bearer "+tokenA, "", initBody)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	bodies := []string{
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files__read","arguments":{"path":"/ok"},"Arguments":{"path":"/etc/shadow"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files__read","arguments":{"path":"/ok","path":"/etc/shadow"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{},"METHOD":"tools/call","PARAMS":{"name":"files__read","arguments":{"path":"/etc/shadow"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"files__read","arguments":{"path":"/ok"},"argumentſ":{"path":"/etc/shadow"}}}`,
+	}
+	for _, b := range bodies {
+		resp, out := rawPost(t, f.url, "Bearer "+tokenA, sid, b)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(out, "refused") {
+			t.Errorf("%s: status %d %s", b, resp.StatusCode, out)
+		}
+	}
+	if len(ran) != 0 {
+		t.Fatalf("the server ran with %v", ran)
+	}
+	var n float64
+	for _, r := range []string{refusedJSON, refusedNames, refusedParams} {
+		n += testutil.ToFloat64(counter(t, f.reg, "ironcurtain_mcp_refused_requests_total", map[string]string{"reason": r}))
+	}
+	if n != float64(len(bodies)) {
+		t.Errorf("refusals counted %v, want %d", n, len(bodies))
+	}
+	// The exact request still runs.
+	resp, out := rawPost(t, f.url, "Bearer "+tokenA, sid, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"files__read","arguments":{"path":"/ok"}}}`)
+	if resp.StatusCode != http.StatusOK || len(ran) != 1 {
+		t.Fatalf("exact call: %d %s %v", resp.StatusCode, out, ran)
+	}
+	if reqs := f.pol.requests; len(reqs) != 1 || reqs[0].Args["path"] != "/ok" {
+		t.Fatalf("policy judged %+v", reqs)
+	}
+}
+
+// FuzzRPCGateDifferential: whatever the gate lets through, mcp-go's
+// encoding/json reading and an exact, duplicate-refusing reading agree on
+// the method, the tool name and the arguments.
+func FuzzRPCGateDifferential(f *testing.F) {
+	for _, s := range []string{
+		initBody,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files__read","arguments":{"path":"/a"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","arguments":{"p":1},"Arguments":{"p":2}}}`,
+		`{"jsonrpc":"2.0","id":2,"Method":"tools/call","method":"ping","params":{"name":"a"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","arguments":{"p":1,"P":2,"p":3}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"nam\u0065":"a","arguments":{"\u212a":1}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","argumentſ":{}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	lim := strictjson.Limits{MaxBytes: 1 << 16, MaxDepth: 16, MaxMembers: 256, MaxElements: 256, MaxString: 1 << 12}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		method, gerr := checkRPC(body, lim)
+		if gerr != nil {
+			return
+		}
+		// mcp-go's reading (request_handler.go, CallToolParams.UnmarshalJSON).
+		var base struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(body, &base); err != nil {
+			return // mcp-go answers a parse error; nothing runs
+		}
+		if base.Method != method {
+			t.Fatalf("method: gate %q, encoding/json %q", method, base.Method)
+		}
+		if method != "tools/call" || len(base.Params) == 0 || string(base.Params) == "null" {
+			return
+		}
+		var theirs mcp.CallToolParams
+		if err := json.Unmarshal(base.Params, &theirs); err != nil {
+			return
+		}
+		// The exact reading.
+		var exact struct {
+			Name      string `json:"name"`
+			Arguments any    `json:"arguments"`
+			Meta      any    `json:"_meta"`
+		}
+		if err := jsonv2.Unmarshal(base.Params, &exact, jsonv2.RejectUnknownMembers(true), jsonv2.MatchCaseInsensitiveNames(false)); err != nil {
+			t.Fatalf("the gate let through params an exact reader refuses: %v: %s", err, base.Params)
+		}
+		if theirs.Name != exact.Name {
+			t.Fatalf("name: mcp-go %q, exact %q", theirs.Name, exact.Name)
+		}
+		if !reflect.DeepEqual(normalise(theirs.Arguments), normalise(exact.Arguments)) {
+			t.Fatalf("arguments: mcp-go %#v, exact %#v", theirs.Arguments, exact.Arguments)
+		}
+	})
+}
+
+// normalise maps JSON numbers of both decoders to float64 for comparison.
+func normalise(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
