@@ -30,6 +30,8 @@ import (
 const (
 	DefaultMaxCallsInFlight = 8
 	DefaultMaxQueuedCalls   = 32
+	// DefaultRefusalDelay is Config.RefusalDelay when zero.
+	DefaultRefusalDelay = 250 * time.Millisecond
 )
 
 // errBusy refuses a request when its session's queue is full.
@@ -241,6 +243,9 @@ func withAdmissionDefaults(cfg Config) Config {
 	def(&cfg.MaxSessionsPerToken, DefaultMaxSessionsPerToken)
 	def(&cfg.MaxCallsInFlight, DefaultMaxCallsInFlight)
 	def(&cfg.MaxQueuedCalls, DefaultMaxQueuedCalls)
+	if cfg.RefusalDelay == 0 {
+		cfg.RefusalDelay = DefaultRefusalDelay
+	}
 	reqBytes := int(cfg.MaxRequestBytes)
 	if reqBytes == 0 {
 		reqBytes = DefaultMaxRequestBytes

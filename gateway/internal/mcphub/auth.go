@@ -17,6 +17,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/strictjson"
 )
 
 // Reasons of refused requests (metric label values).
@@ -83,18 +84,30 @@ func (h *Hub) authenticate(next http.Handler) http.Handler {
 				return
 			}
 			defer release()
-			body, err := io.ReadAll(r.Body)
-			if err == nil {
-				var gerr *gateError
-				method, gerr = h.gateRPC(r.Context(), sess.ID, body)
-				if gerr != nil {
-					h.metrics.RefusedRequest(gerr.Reason)
-					h.log.Warn("MCP request refused before parsing", "session", sess.ID, "reason", gerr.Reason, "detail", gerr.Msg)
-					writeRPCError(w, http.StatusBadRequest, gerr.Code, gerr.ID, gerr.Msg)
+			// The body is checked while it is read (shape, duplicates): a
+			// body past a bound is refused when the bytes that pass it
+			// arrive, and the rest is never read (issue 24 item 12).
+			body, err := strictjson.ReadChecked(r.Body, h.jsonLimits)
+			if err != nil {
+				netlimit.DontDrain(w)
+				if !errors.Is(err, strictjson.ErrRefused) {
+					h.metrics.RefusedRequest(refusedJSON)
+					writeRPCError(w, http.StatusBadRequest, -32700, nil, "refused: the request body could not be read whole (it may be larger than the gateway accepts)")
 					return
 				}
+				gerr := jsonRefusal(err)
+				h.refuseRPC(r.Context(), sess.ID, gerr)
+				writeRPCError(w, http.StatusBadRequest, gerr.Code, gerr.ID, gerr.Msg)
+				return
 			}
-			r.Body = &replayBody{data: body, err: err}
+			var gerr *gateError
+			method, gerr = h.gateRPC(r.Context(), sess.ID, body)
+			if gerr != nil {
+				h.refuseRPC(r.Context(), sess.ID, gerr)
+				writeRPCError(w, http.StatusBadRequest, gerr.Code, gerr.ID, gerr.Msg)
+				return
+			}
+			r.Body = &replayBody{data: body}
 		}
 		r = r.WithContext(session.WithSession(r.Context(), sess))
 		if sid == "" && method == "initialize" {
@@ -132,7 +145,22 @@ func (h *Hub) gateRPC(ctx context.Context, sess string, body []byte) (string, *g
 		return "", &gateError{Code: -32000, Reason: refusedBusy, Msg: "refused: the request ended while it waited for its turn"}
 	}
 	defer leave()
-	return checkRPC(body, h.jsonLimits)
+	return checkMessage(body, h.jsonLimits)
+}
+
+// refuseRPC counts and logs a request the gate refused, then waits
+// Config.RefusalDelay holding the request's slot (admission.go): an agent
+// looping on refused bodies gets at most MaxCallsInFlight of them per
+// delay, and while it waits for the answer it sends no more bytes.
+func (h *Hub) refuseRPC(ctx context.Context, sess string, gerr *gateError) {
+	h.metrics.RefusedRequest(gerr.Reason)
+	h.log.Warn("MCP request refused before parsing", "session", sess, "reason", gerr.Reason, "detail", gerr.Msg)
+	t := time.NewTimer(h.cfg.RefusalDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // isBatch reports whether a JSON-RPC body is a batch (a JSON array).

@@ -22,7 +22,10 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-const benchToken = "bench-agent-token-0123456789"
+const (
+	benchToken = "bench-agent-token-0123456789"
+	quietToken = "quiet-agent-token-0123456789" // another agent (bench_wide_test.go)
+)
 
 // benchSetup is the real thing minus the network: the shipped base policy in
 // the real engine, the real filesystem server on a temporary sandbox, and
@@ -81,7 +84,7 @@ func newBenchSetup(tb testing.TB, fsync bool) *benchSetup {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = sink.Close() })
-	auth, err := session.NewStatic(map[string]string{"bench": benchToken})
+	auth, err := session.NewStatic(map[string]string{"bench": benchToken, "quiet": quietToken})
 	if err != nil {
 		tb.Fatal(err)
 	}

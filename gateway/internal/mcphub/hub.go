@@ -95,6 +95,10 @@ type Config struct {
 	// up to MaxQueuedCalls more wait their turn, the rest are refused (429).
 	MaxCallsInFlight int
 	MaxQueuedCalls   int
+	// RefusalDelay is how long a request refused before parsing (bad
+	// JSON, a shape past JSONLimits, unknown names) waits for its answer,
+	// holding its place among the session's requests in flight.
+	RefusalDelay time.Duration
 	// JSONLimits bound the shape of one request body (depth, members,
 	// elements, string length), checked while it is read; zero fields take
 	// DefaultJSON* (MaxBytes and MaxString: MaxRequestBytes).
@@ -200,7 +204,7 @@ func New(cfg Config, d Deps) (*Hub, error) {
 		return nil, errors.New("creating MCP hub: an authenticator is required")
 	}
 	if cfg.MaxResultBytes < 0 || cfg.CallTimeout < 0 || cfg.MaxRequestBytes < 0 || cfg.SessionIdleTTL < 0 || cfg.ProgressEvery < 0 || cfg.ShutdownGrace < 0 ||
-		cfg.MaxSessions < 0 || cfg.MaxSessionsPerToken < 0 || cfg.MaxCallsInFlight < 0 || cfg.MaxQueuedCalls < 0 ||
+		cfg.MaxSessions < 0 || cfg.MaxSessionsPerToken < 0 || cfg.MaxCallsInFlight < 0 || cfg.MaxQueuedCalls < 0 || cfg.RefusalDelay < 0 ||
 		cfg.JSONLimits.MaxBytes < 0 || cfg.JSONLimits.MaxDepth < 0 || cfg.JSONLimits.MaxMembers < 0 || cfg.JSONLimits.MaxElements < 0 || cfg.JSONLimits.MaxString < 0 {
 		return nil, errors.New("creating MCP hub: limits must not be negative")
 	}

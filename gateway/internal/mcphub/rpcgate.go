@@ -102,15 +102,33 @@ const (
 // error is nil when mcp-go may parse the body.
 func checkRPC(body []byte, lim strictjson.Limits) (string, *gateError) {
 	if isBatch(body) {
-		return "", &gateError{Code: -32600, Reason: refusedBatch, Msg: "JSON-RPC batches are not supported: send one request per HTTP request"}
+		return "", batchRefusal()
 	}
 	if err := strictjson.Check(body, lim); err != nil {
-		reason := refusedJSON
-		var se *strictjson.Error
-		if errors.As(err, &se) && isShapeReason(se.Reason) {
-			reason = refusedShape
-		}
-		return "", &gateError{Code: -32700, Reason: reason, Msg: "refused JSON-RPC request: " + safeRefusal(err)}
+		return "", jsonRefusal(err)
+	}
+	return checkMessage(body, lim)
+}
+
+func batchRefusal() *gateError {
+	return &gateError{Code: -32600, Reason: refusedBatch, Msg: "JSON-RPC batches are not supported: send one request per HTTP request"}
+}
+
+// jsonRefusal is the gate's answer to a strictjson.Check refusal.
+func jsonRefusal(err error) *gateError {
+	reason := refusedJSON
+	var se *strictjson.Error
+	if errors.As(err, &se) && isShapeReason(se.Reason) {
+		reason = refusedShape
+	}
+	return &gateError{Code: -32700, Reason: reason, Msg: "refused JSON-RPC request: " + safeRefusal(err)}
+}
+
+// checkMessage is checkRPC after the shape check (strictjson.Check or
+// ReadChecked): the exact names of the envelope and of the params.
+func checkMessage(body []byte, lim strictjson.Limits) (string, *gateError) {
+	if isBatch(body) {
+		return "", batchRefusal()
 	}
 	var env rpcEnvelope
 	if err := strictjson.Decode(body, &env, lim); err != nil {

@@ -3,11 +3,15 @@ package mcphub
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -206,4 +210,89 @@ func normalise(v any) any {
 	var out any
 	_ = json.Unmarshal(b, &out)
 	return out
+}
+
+// TestWideBodyRefusedWhileRead: a body past the member bound is refused
+// once those bytes arrive; the gateway does not read the rest (issue 24
+// item 12: the 300,000-key call cost 1.4 s and 123 MB before its refusal).
+func TestWideBodyRefusedWhileRead(t *testing.T) {
+	f := newHTTPFixture(t, Config{RefusalDelay: time.Millisecond})
+	resp, _ := rawPost(t, f.url, "Bearer "+tokenA, "", initBody)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	pr, pw := io.Pipe()
+	var written atomic.Int64
+	go func() {
+		w := func(s string) bool {
+			n, err := io.WriteString(pw, s)
+			written.Add(int64(n))
+			return err == nil
+		}
+		if !w(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files__read","arguments":{"x":{`) {
+			return
+		}
+		for i := 0; w(`"k` + strconv.Itoa(i) + `":1,`); i++ {
+		}
+	}()
+	req, _ := http.NewRequest(http.MethodPost, f.url, pr)
+	req.ContentLength = 3 << 20 // within MaxRequestBytes: only the shape refuses it
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tokenA)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	res, err := http.DefaultClient.Do(req)
+	// The gateway closes the connection without reading the rest: the
+	// client may see the answer, or a reset while it still writes.
+	if err == nil {
+		out, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(out), "more than 4096 object members") {
+			t.Fatalf("%d %s", res.StatusCode, out)
+		}
+	}
+	pw.CloseWithError(errors.New("done"))
+	waitFor(t, "the shape refusal is counted", func() bool {
+		return testutil.ToFloat64(counter(t, f.reg, "ironcurtain_mcp_refused_requests_total", map[string]string{"reason": refusedShape})) == 1
+	})
+	if n := written.Load(); n > 1<<20 {
+		t.Fatalf("the client wrote %d bytes before the refusal", n)
+	}
+	if f.srv.callCount() != 0 || len(f.sink.all()) != 0 {
+		t.Fatal("the refused body reached the pipeline")
+	}
+}
+
+// TestRefusalDelayHoldsTheSessionsSlot: a refused body's answer waits
+// RefusalDelay in its session's slot; another agent is not delayed.
+func TestRefusalDelayHoldsTheSessionsSlot(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	f := newHTTPFixture(t, Config{RefusalDelay: delay, MaxCallsInFlight: 1})
+	f.pol.evals["files__read"] = allow("r", nil)
+	resp, _ := rawPost(t, f.url, "Bearer "+tokenA, "", initBody)
+	sidA := resp.Header.Get("Mcp-Session-Id")
+	resp, _ = rawPost(t, f.url, "Bearer "+tokenB, "", initBody)
+	sidB := resp.Header.Get("Mcp-Session-Id")
+	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files__read","arguments":{}}}`
+	start := time.Now()
+	refused := make(chan time.Duration, 1)
+	go func() {
+		rawPost(t, f.url, "Bearer "+tokenA, sidA, `{"jsonrpc":"2.0","id":2,"Method":"tools/call"}`)
+		refused <- time.Since(start)
+	}()
+	waitFor(t, "the refusal holds A's slot", func() bool { n, _ := f.hub.inflight.inFlight("agent-a"); return n == 1 })
+	t0 := time.Now()
+	if resp, body := rawPost(t, f.url, "Bearer "+tokenB, sidB, call); resp.StatusCode != http.StatusOK {
+		t.Fatalf("B: %d %s", resp.StatusCode, body)
+	}
+	if d := time.Since(t0); d > delay/2 {
+		t.Errorf("agent B waited %s behind A's refusal", d)
+	}
+	if resp, body := rawPost(t, f.url, "Bearer "+tokenA, sidA, call); resp.StatusCode != http.StatusOK {
+		t.Fatalf("A: %d %s", resp.StatusCode, body)
+	}
+	if d := <-refused; d < delay {
+		t.Errorf("the refusal was answered after %s, want at least %s", d, delay)
+	}
+	if d := time.Since(start); d < delay {
+		t.Errorf("A's next call ran %s after its refused one, want at least %s", d, delay)
+	}
 }
