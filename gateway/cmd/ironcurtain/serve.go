@@ -168,6 +168,10 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		ProgressEvery:   cfg.MCP.ProgressEvery,
 		ShutdownGrace:   shutdownGrace,
 		Version:         version,
+		// issue 24 items 12 and 13 (zero: the hub's defaults)
+		MaxSessions:         cfg.MCP.MaxSessions,
+		MaxSessionsPerToken: cfg.MCP.MaxSessionsPerToken,
+		MaxCallsInFlight:    cfg.MCP.MaxCallsInFlight,
 	}, mcphub.Deps{
 		Servers:   srvs,
 		Policy:    live,

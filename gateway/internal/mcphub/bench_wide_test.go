@@ -308,3 +308,41 @@ func TestWideLoadHelper(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkIdleSessions opens MCP sessions that are never used again (issue
+// 24 item 13: 20,000 held 335 MB for an hour) up to the gateway's cap and
+// reports the memory each holds; the next one is refused.
+//
+//	go test ./internal/mcphub -run '^$' -bench BenchmarkIdleSessions -benchtime 1x
+func BenchmarkIdleSessions(b *testing.B) {
+	s := newBenchSetup(b, false)
+	hub, err := mcphub.New(mcphub.Config{MaxSessionsPerToken: mcphub.DefaultMaxSessions}, s.deps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(hub.Handler())
+	b.Cleanup(ts.Close)
+	for b.Loop() {
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		rss0 := procStatusKiB("VmRSS")
+		n := mcphub.DefaultMaxSessions
+		for range n {
+			rawSession(b, ts.URL)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		rss1 := procStatusKiB("VmRSS")
+		resp, body := postRaw(b, ts.URL, "", []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+		if resp.StatusCode != http.StatusTooManyRequests {
+			b.Fatalf("session %d past the cap: %d %s", n+1, resp.StatusCode, body)
+		}
+		heapPer := float64(m1.HeapInuse-m0.HeapInuse) / float64(n)
+		rssPer := float64(rss1-rss0) * 1024 / float64(n)
+		b.ReportMetric(heapPer/1024, "heap-KB/session")
+		b.ReportMetric(rssPer/1024, "rss-KB/session")
+		b.ReportMetric(float64(n), "sessions")
+		b.Logf("%d idle sessions: %.1f KB heap, %.1f KB RSS each; the cap holds %.1f MB", n, heapPer/1024, rssPer/1024, heapPer*float64(n)/(1<<20))
+	}
+}
