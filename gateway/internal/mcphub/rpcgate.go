@@ -24,8 +24,10 @@ import (
 //   - any envelope name but jsonrpc, id, method, params, result and error,
 //     spelled exactly (so "Method" or "methoD" never reaches mcp-go);
 //   - for tools/call, any params name but name, arguments and _meta;
-//     for the other methods the hub serves, any params name it does not
-//     know (rpcParams);
+//     for the other methods the hub serves, a params name that is not one
+//     mcp-go reads but that encoding/json would read as one ("Cursor",
+//     "protocolVerſion"; rpcParams). Other names there are extensions
+//     clients may send, and mcp-go ignores them;
 //   - batches (a JSON array), which the hub does not serve.
 //
 // With no duplicates and only exact names, encoding/json and the gate read
@@ -62,9 +64,10 @@ type callParams struct {
 	Meta      jsontext.Value `json:"_meta,omitzero"`
 }
 
-// rpcParams lists the params names of the methods the hub serves besides
-// tools/call. A method not listed has its params checked for shape and
-// duplicates only (mcp-go answers "method not found" for most of them).
+// rpcParams lists the params names mcp-go reads for the methods the hub
+// serves besides tools/call. A method not listed has its params checked
+// for shape and duplicates only (mcp-go answers "method not found" for
+// most of them).
 var rpcParams = map[string][]string{
 	"initialize":                strings.Fields("protocolVersion capabilities clientInfo _meta"),
 	"ping":                      {"_meta"},
@@ -156,15 +159,17 @@ func checkMessage(body []byte, lim strictjson.Limits) (string, *gateError) {
 	if env.Params.Kind() != '{' {
 		return "", &gateError{Code: -32602, Reason: refusedParams, ID: env.ID, Msg: fmt.Sprintf("refused %s: params must be an object", cutText(env.Method, 64))}
 	}
-	if bad, ok := unknownName(env.Params, names); ok {
-		return "", &gateError{Code: -32602, Reason: refusedParams, ID: env.ID, Msg: fmt.Sprintf("refused %s: params name %q is not one of %v (spelled exactly)", cutText(env.Method, 64), cutText(bad, 64), names)}
+	if bad, ok := foldVariant(env.Params, names); ok {
+		return "", &gateError{Code: -32602, Reason: refusedParams, ID: env.ID, Msg: fmt.Sprintf("refused %s: params name %q is a variant of one of %v (spell it exactly)", cutText(env.Method, 64), safeName(bad), names)}
 	}
 	return env.Method, nil
 }
 
-// unknownName returns the first top-level name of the object obj that is
-// not in names (exactly). obj has passed strictjson.Check.
-func unknownName(obj jsontext.Value, names []string) (string, bool) {
+// foldVariant returns the first top-level name of the object obj that is
+// not in names but matches one of them the way encoding/json matches
+// names (case-insensitively, 'K' as 'k', 'ſ' as 's': Unicode simple
+// folding). obj has passed strictjson.Check.
+func foldVariant(obj jsontext.Value, names []string) (string, bool) {
 	dec := jsontext.NewDecoder(bytes.NewReader(obj))
 	if _, err := dec.ReadToken(); err != nil { // '{'
 		return "", false
@@ -176,7 +181,11 @@ func unknownName(obj jsontext.Value, names []string) (string, bool) {
 		}
 		name := tok.String()
 		if !slices.Contains(names, name) {
-			return name, true
+			for _, n := range names {
+				if strings.EqualFold(n, name) {
+					return name, true
+				}
+			}
 		}
 		if err := dec.SkipValue(); err != nil {
 			return "", false

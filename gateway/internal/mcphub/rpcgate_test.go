@@ -67,6 +67,8 @@ func TestCheckRPC(t *testing.T) {
 		{name: "duplicate deep inside arguments", body: call(`{"name":"files__read","arguments":{"edits":[{"old":"a","old":"b"}]}}`), reason: refusedJSON},
 		{name: "duplicate in _meta", body: call(`{"name":"files__read","_meta":{"progressToken":1,"progressToken":2}}`), reason: refusedJSON},
 		{name: "task (not served)", body: call(`{"name":"files__read","task":{}}`), reason: refusedParams},
+		{name: "initialize extension name", body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"},"x-vendor":{}}}`},
+		{name: "tools/list long s variant", body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"curſor":"c"}}`, reason: refusedParams},
 		{name: "initialize case variant", body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","ProtocolVersion":"1999-01-01","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, reason: refusedParams},
 		{name: "batch", body: `[` + initBody + `]`, reason: refusedBatch},
 		{name: "batch after space", body: " \n[" + initBody + `]`, reason: refusedBatch},
