@@ -76,6 +76,9 @@ func (h *Hub) authenticate(next http.Handler) http.Handler {
 			// One slot of the agent session's requests in flight, taken
 			// before the body is read (admission.go).
 			release, err := h.inflight.acquire(r.Context(), sess.ID)
+			if err != nil && !errors.Is(err, errBusy) {
+				return // the client went away while its request waited
+			}
 			if err != nil {
 				h.metrics.RefusedRequest(refusedBusy)
 				netlimit.DontDrain(w)
