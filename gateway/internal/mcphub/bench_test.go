@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +85,11 @@ func newBenchSetup(tb testing.TB, fsync bool) *benchSetup {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = sink.Close() })
-	auth, err := session.NewStatic(map[string]string{"bench": benchToken, "quiet": quietToken})
+	tokens := map[string]string{"bench": benchToken, "quiet": quietToken}
+	for i := range 8 {
+		tokens["wide"+strconv.Itoa(i)] = wideToken(i) // bench_wide_test.go
+	}
+	auth, err := session.NewStatic(tokens)
 	if err != nil {
 		tb.Fatal(err)
 	}

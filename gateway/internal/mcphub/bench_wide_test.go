@@ -150,8 +150,9 @@ func BenchmarkWideArgumentsCall(b *testing.B) {
 }
 
 // BenchmarkWideCallsParallel is item 12's load: eight wide calls in a loop
-// at once (eight MCP sessions of one agent) while another agent makes
-// ordinary calls.
+// at once while another agent makes ordinary calls: from eight MCP
+// sessions of one agent, or with IRONCURTAIN_WIDE_AGENTS=8 from eight
+// agents (eight tokens).
 // It reports the peak resident set and the ordinary calls' p99 with and
 // without the load, and fails when the peak passes 300 MB or the loaded
 // p99 passes twice the idle one.
@@ -188,9 +189,14 @@ func BenchmarkWideCallsParallel(b *testing.B) {
 		// TestWideLoadHelper), as an agent would: the gateway's resident
 		// set is this process's alone, and the loops' own CPU is scheduled
 		// by the kernel against the gateway's, not by Go against it.
-		var sids []string
-		for range 8 {
-			sids = append(sids, rawSession(b, ts.URL))
+		var sids []string // token=sid
+		agents, _ := strconv.Atoi(os.Getenv("IRONCURTAIN_WIDE_AGENTS"))
+		for i := range 8 {
+			tok := benchToken
+			if agents > 1 {
+				tok = wideToken(i % agents)
+			}
+			sids = append(sids, tok+"="+rawSessionAs(b, ts.URL, tok))
 		}
 		helper := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestWideLoadHelper$", "-test.v")
 		helper.Env = append(os.Environ(), "IRONCURTAIN_WIDE_LOAD_URL="+ts.URL, "IRONCURTAIN_WIDE_LOAD_SIDS="+strings.Join(sids, ","),
@@ -298,10 +304,11 @@ func TestWideLoadHelper(t *testing.T) {
 		}
 	}()
 	var wg sync.WaitGroup
-	for _, sid := range strings.Split(os.Getenv("IRONCURTAIN_WIDE_LOAD_SIDS"), ",") {
+	for _, pair := range strings.Split(os.Getenv("IRONCURTAIN_WIDE_LOAD_SIDS"), ",") {
+		tok, sid, _ := strings.Cut(pair, "=")
 		wg.Go(func() {
 			for {
-				postRaw(t, url, sid, body)
+				postRawAs(t, url, tok, sid, body)
 				wide.Add(1)
 			}
 		})
@@ -346,3 +353,5 @@ func BenchmarkIdleSessions(b *testing.B) {
 		b.Logf("%d idle sessions: %.1f KB heap, %.1f KB RSS each; the cap holds %.1f MB", n, heapPer/1024, rssPer/1024, heapPer*float64(n)/(1<<20))
 	}
 }
+
+func wideToken(i int) string { return "wide-agent-token-" + strconv.Itoa(i) + "-0123456789" }

@@ -1,6 +1,7 @@
 package mcphub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -296,5 +297,30 @@ func TestRefusalDelayHoldsTheSessionsSlot(t *testing.T) {
 	}
 	if d := time.Since(start); d < delay {
 		t.Errorf("A's next call ran %s after its refused one, want at least %s", d, delay)
+	}
+}
+
+// BenchmarkRPCGate is the strict read every POST to /mcp pays: a small
+// tools/call, and one with a 1 MB string argument (a file's content).
+func BenchmarkRPCGate(b *testing.B) {
+	small := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"filesystem__read_text_file","arguments":{"path":"/work/notes.txt","head":20},"_meta":{"progressToken":7}}}`)
+	big := []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"filesystem__write_file","arguments":{"path":"/work/a.txt","content":"` + strings.Repeat("abcdefgh", 1<<17) + `"}}}`)
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{{"small", small}, {"1MB", big}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				body, err := strictjson.ReadChecked(bytes.NewReader(bc.body), testLimits)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, gerr := checkMessage(body, testLimits); gerr != nil {
+					b.Fatal(gerr)
+				}
+			}
+		})
 	}
 }
