@@ -203,6 +203,11 @@ func TestMCPSessionCaps(t *testing.T) {
 	if got := sessionsGauge(t, f); got != 3 {
 		t.Errorf("sessions gauge = %v, want 3", got)
 	}
+	// An initialize inside a session opens another one: it counts too.
+	resp, body := rawPost(t, f.url, "Bearer "+tokenA, a1, initBody)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "too many open MCP sessions") {
+		t.Fatalf("initialize with a session id past the cap: %d %s", resp.StatusCode, body)
+	}
 	// Closing a session frees its place.
 	req, _ := http.NewRequest(http.MethodDelete, f.url, nil)
 	req.Header.Set("Authorization", "Bearer "+tokenA)

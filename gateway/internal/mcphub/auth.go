@@ -113,9 +113,10 @@ func (h *Hub) authenticate(next http.Handler) http.Handler {
 			r.Body = &replayBody{data: body}
 		}
 		r = r.WithContext(session.WithSession(r.Context(), sess))
-		if sid == "" && method == "initialize" {
-			// A new MCP session: counted against the caps before it exists,
-			// remembered with its owner once it does.
+		if method == "initialize" {
+			// A new MCP session (mcp-go makes a new one for every initialize,
+			// with or without Mcp-Session-Id): counted against the caps
+			// before it exists, remembered with its owner once it does.
 			commit, cancel, err := h.owners.reserve(sess.ID)
 			if err != nil {
 				h.metrics.RefusedRequest(refusedSessions)

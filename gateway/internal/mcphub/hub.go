@@ -351,6 +351,9 @@ func (h *Hub) buildMCP() {
 	}
 	h.startSweeper()
 	h.http = server.NewStreamableHTTPServer(h.mcp,
+		// The hub ends idle sessions (admission.go: startSweeper); mcp-go's
+		// own sweeper is a backstop for state the hub does not know of.
+		server.WithSessionIdleTTL(max(6*h.cfg.SessionIdleTTL, time.Hour)),
 		server.WithStreamableHTTPLogger(h.log),
 	)
 	h.handler = h.authenticate(h.http)
