@@ -323,13 +323,12 @@ func TestWideLoadHelper(t *testing.T) {
 //	go test ./internal/mcphub -run '^$' -bench BenchmarkIdleSessions -benchtime 1x
 func BenchmarkIdleSessions(b *testing.B) {
 	s := newBenchSetup(b, false)
-	hub, err := mcphub.New(mcphub.Config{MaxSessionsPerToken: mcphub.DefaultMaxSessions}, s.deps)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ts := httptest.NewServer(hub.Handler())
-	b.Cleanup(ts.Close)
 	for b.Loop() {
+		hub, err := mcphub.New(mcphub.Config{MaxSessionsPerToken: mcphub.DefaultMaxSessions}, s.deps)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts := httptest.NewServer(hub.Handler())
 		runtime.GC()
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
@@ -351,6 +350,8 @@ func BenchmarkIdleSessions(b *testing.B) {
 		b.ReportMetric(rssPer/1024, "rss-KB/session")
 		b.ReportMetric(float64(n), "sessions")
 		b.Logf("%d idle sessions: %.1f KB heap, %.1f KB RSS each; the cap holds %.1f MB", n, heapPer/1024, rssPer/1024, heapPer*float64(n)/(1<<20))
+		ts.Close()
+		_ = hub.Shutdown(context.Background())
 	}
 }
 
