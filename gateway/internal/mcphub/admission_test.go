@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/policy"
 )
 
 func TestInflightCap(t *testing.T) {
@@ -277,4 +279,35 @@ func sessionsGauge(t *testing.T, f *httpFixture) float64 {
 	}
 	t.Fatal("no ironcurtain_mcp_sessions gauge")
 	return 0
+}
+
+// TestDecisionWaitsForAFairSlot: a call whose decision cannot get a slot
+// before its context ends is refused and recorded; the policy never runs
+// and the server is never called.
+func TestDecisionWaitsForAFairSlot(t *testing.T) {
+	f := newPipelineFixture(t, Config{}, false)
+	f.pol.evals["files__read"] = allow("r", nil)
+	f.hub.fair = newFairGate(1)
+	hold, err := f.hub.fair.enter(context.Background(), "someone-else")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	res := f.hub.Call(ctx, CallRequest{Session: session.Session{ID: "s1"}, Tool: "files__read", Args: map[string]any{"path": "/a"}})
+	if !res.IsError || !strings.Contains(res.Content[0].Text, "cancelled before policy decided") {
+		t.Fatalf("result %+v", res)
+	}
+	if len(f.pol.requests) != 0 || f.srv.callCount() != 0 {
+		t.Fatal("the policy or the server ran")
+	}
+	if d := f.sink.decisions(); len(d) != 1 || d[0].Decision != "deny" || d[0].Rule != policy.RuleInternalError {
+		t.Fatalf("recorded %+v", d)
+	}
+	hold()
+	// With the slot free the next call is decided.
+	res = f.hub.Call(context.Background(), CallRequest{Session: session.Session{ID: "s1"}, Tool: "files__read", Args: map[string]any{"path": "/a"}})
+	if res.IsError || f.srv.callCount() != 1 {
+		t.Fatalf("after the slot was freed: %+v", res)
+	}
 }
