@@ -73,6 +73,26 @@ func (e *Engine) Annotation(server, tool string) (ToolAnnotation, bool) {
 	return t.ann, true
 }
 
+// UnknownArgument returns the smallest name in args that Evaluate refuses
+// as not part of server/tool (RuleUnknownArgument); ok is false when there
+// is none, or when Evaluate would not check names (a trusted server, an
+// unknown tool). The MCP hub asks it before any other work on a call.
+func (e *Engine) UnknownArgument(server, tool string, args map[string]any) (name string, ok bool) {
+	if e.trusted[server] {
+		return "", false
+	}
+	t := e.tools[server+"__"+tool]
+	if t == nil {
+		return "", false
+	}
+	for k := range args {
+		if _, known := t.index[k]; !known && (!ok || k < name) {
+			name, ok = k, true
+		}
+	}
+	return name, ok
+}
+
 // Tools returns every annotated tool key ("server__tool").
 func (e *Engine) Tools() []string {
 	return sortedKeys(e.tools)

@@ -99,55 +99,7 @@ func Check(data []byte, lim Limits) error {
 	}
 	dec := jsontext.NewDecoder(bytesReader(data),
 		jsontext.AllowDuplicateNames(false), jsontext.AllowInvalidUTF8(false))
-	members, elements := 0, 0
-	for {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return syntaxRefusal(dec, err)
-		}
-		switch tok.Kind() {
-		case '{', '[':
-			if over(dec.StackDepth(), lim.MaxDepth) {
-				return refuse(string(dec.StackPointer()), "nested deeper than %d", lim.MaxDepth)
-			}
-		case '"':
-			if over(len(tok.String()), lim.MaxString) {
-				return refuse(string(dec.StackPointer()), "a string is longer than %d bytes", lim.MaxString)
-			}
-		}
-		// Count what the token just added to its container (an opening
-		// brace or bracket belongs to the level below the one it opened).
-		level := dec.StackDepth()
-		switch tok.Kind() {
-		case '}', ']':
-			level = 0
-		case '{', '[':
-			level--
-		}
-		if level > 0 {
-			kind, n := dec.StackIndex(level)
-			if kind == '{' && n%2 == 1 { // a name was read
-				members++
-				if over(members, lim.MaxMembers) {
-					return refuse(string(dec.StackPointer()), "more than %d object members", lim.MaxMembers)
-				}
-			} else if kind == '[' {
-				elements++
-				if over(elements, lim.MaxElements) {
-					return refuse(string(dec.StackPointer()), "more than %d array elements", lim.MaxElements)
-				}
-			}
-		}
-		if dec.StackDepth() == 0 {
-			break
-		}
-	}
-	if _, err := dec.ReadToken(); err == nil {
-		return refuse("", "data after the JSON value")
-	} else if !isEOF(err) {
-		return refuse("", "data after the JSON value")
-	}
-	return nil
+	return checkTokens(dec, lim)
 }
 
 // Decode checks data (Check) and decodes it into v, matching object names
@@ -202,4 +154,58 @@ func syntaxRefusal(dec *jsontext.Decoder, err error) error {
 		return refuse(string(se.JSONPointer), "the body is not valid JSON")
 	}
 	return refuse(string(dec.StackPointer()), "the body is not valid JSON")
+}
+
+// checkTokens reads one value and what follows it from dec, within lim
+// (Check and ReadChecked).
+func checkTokens(dec *jsontext.Decoder, lim Limits) error {
+	members, elements := 0, 0
+	for {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return syntaxRefusal(dec, err)
+		}
+		switch tok.Kind() {
+		case '{', '[':
+			if over(dec.StackDepth(), lim.MaxDepth) {
+				return refuse(string(dec.StackPointer()), "nested deeper than %d", lim.MaxDepth)
+			}
+		case '"':
+			if over(len(tok.String()), lim.MaxString) {
+				return refuse(string(dec.StackPointer()), "a string is longer than %d bytes", lim.MaxString)
+			}
+		}
+		// Count what the token just added to its container (an opening
+		// brace or bracket belongs to the level below the one it opened).
+		level := dec.StackDepth()
+		switch tok.Kind() {
+		case '}', ']':
+			level = 0
+		case '{', '[':
+			level--
+		}
+		if level > 0 {
+			kind, n := dec.StackIndex(level)
+			if kind == '{' && n%2 == 1 { // a name was read
+				members++
+				if over(members, lim.MaxMembers) {
+					return refuse(string(dec.StackPointer()), "more than %d object members", lim.MaxMembers)
+				}
+			} else if kind == '[' {
+				elements++
+				if over(elements, lim.MaxElements) {
+					return refuse(string(dec.StackPointer()), "more than %d array elements", lim.MaxElements)
+				}
+			}
+		}
+		if dec.StackDepth() == 0 {
+			break
+		}
+	}
+	if _, err := dec.ReadToken(); err == nil {
+		return refuse("", "data after the JSON value")
+	} else if !isEOF(err) {
+		return refuse("", "data after the JSON value")
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/llmrelay"
 	"ironcurtain.dev/gateway/internal/mcphub"
+	"ironcurtain.dev/gateway/internal/memlimit"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/tracing"
 )
@@ -83,6 +84,8 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	var closers closeStack
 	defer func() { err = errors.Join(err, closers.close(log)) }()
 	startupLimits(cfg, log)
+	// GOMEMLIMIT from the container's memory limit (unless set).
+	memlimit.Apply(getenv, log)
 	if err := startTracing(ctx, getenv, log, &closers); err != nil { // serve_tracing.go
 		return err
 	}
@@ -165,6 +168,10 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		ProgressEvery:   cfg.MCP.ProgressEvery,
 		ShutdownGrace:   shutdownGrace,
 		Version:         version,
+		// issue 24 items 12 and 13 (zero: the hub's defaults)
+		MaxSessions:         cfg.MCP.MaxSessions,
+		MaxSessionsPerToken: cfg.MCP.MaxSessionsPerToken,
+		MaxCallsInFlight:    cfg.MCP.MaxCallsInFlight,
 	}, mcphub.Deps{
 		Servers:   srvs,
 		Policy:    live,

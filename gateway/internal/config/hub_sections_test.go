@@ -103,6 +103,11 @@ fetch:
 			wantErr: []string{"mcp.max_result_bytes", "mcp.call_timeout: must be at least 1s", "mcp.progress_every"},
 		},
 		{
+			name:    "mcp session and in-flight caps",
+			yaml:    "mcp:\n  max_sessions: -1\n  max_sessions_per_token: 2000000\n  max_calls_in_flight: 5000\n",
+			wantErr: []string{"mcp.max_sessions: must be between", "mcp.max_sessions_per_token: must be between", "mcp.max_calls_in_flight: must be between"},
+		},
+		{
 			name:    "github settings",
 			yaml:    "github:\n  api_url: ftp://x\n  token_env: \"1X\"\n  token_file: secrets/token\n",
 			wantErr: []string{"github.api_url", "github.token_env", "github.token_file: must be an absolute path"},

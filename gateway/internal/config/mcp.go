@@ -9,7 +9,10 @@ import "time"
 //	  max_result_bytes: 1048576     # a larger tool result is cut (and marked)
 //	  call_timeout: 2m              # a tool's work on one call (not a human's wait)
 //	  max_request_bytes: 4194304    # one request to /mcp
-//	  session_idle_ttl: 1h          # MCP sessions idle this long end
+//	  session_idle_ttl: 10m         # MCP sessions idle this long end
+//	  max_sessions: 4096            # open MCP sessions in all
+//	  max_sessions_per_token: 64    # open MCP sessions per agent token
+//	  max_calls_in_flight: 8        # requests in flight per agent session (32 more wait)
 //	  progress_every: 15s           # progress notices while a call waits for a human
 //	  external_start_timeout: 30s   # start, initialize and list tools of an external server
 type MCPConfig struct {
@@ -19,6 +22,9 @@ type MCPConfig struct {
 	SessionIdleTTL       time.Duration `yaml:"session_idle_ttl"`
 	ProgressEvery        time.Duration `yaml:"progress_every"`
 	ExternalStartTimeout time.Duration `yaml:"external_start_timeout"`
+	MaxSessions          int           `yaml:"max_sessions"`
+	MaxSessionsPerToken  int           `yaml:"max_sessions_per_token"`
+	MaxCallsInFlight     int           `yaml:"max_calls_in_flight"`
 }
 
 // Validate implements Validator.
@@ -40,6 +46,15 @@ func (m *MCPConfig) Validate() error {
 	}
 	if m.ProgressEvery < 0 || (m.ProgressEvery > 0 && m.ProgressEvery < 100*time.Millisecond) {
 		errs = append(errs, Errorf("progress_every", "must be at least 100ms (0: default 15s)"))
+	}
+	if m.MaxSessions < 0 || m.MaxSessions > 1<<20 {
+		errs = append(errs, Errorf("max_sessions", "must be between 1 and 1048576 (0: default 4096), not %d", m.MaxSessions))
+	}
+	if m.MaxSessionsPerToken < 0 || m.MaxSessionsPerToken > 1<<20 {
+		errs = append(errs, Errorf("max_sessions_per_token", "must be between 1 and 1048576 (0: default 64), not %d", m.MaxSessionsPerToken))
+	}
+	if m.MaxCallsInFlight < 0 || m.MaxCallsInFlight > 1024 {
+		errs = append(errs, Errorf("max_calls_in_flight", "must be between 1 and 1024 (0: default 8), not %d", m.MaxCallsInFlight))
 	}
 	if m.ExternalStartTimeout < 0 {
 		errs = append(errs, Errorf("external_start_timeout", "must not be negative"))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,10 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-const benchToken = "bench-agent-token-0123456789"
+const (
+	benchToken = "bench-agent-token-0123456789"
+	quietToken = "quiet-agent-token-0123456789" // another agent (bench_wide_test.go)
+)
 
 // benchSetup is the real thing minus the network: the shipped base policy in
 // the real engine, the real filesystem server on a temporary sandbox, and
@@ -81,7 +85,11 @@ func newBenchSetup(tb testing.TB, fsync bool) *benchSetup {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = sink.Close() })
-	auth, err := session.NewStatic(map[string]string{"bench": benchToken})
+	tokens := map[string]string{"bench": benchToken, "quiet": quietToken}
+	for i := range 8 {
+		tokens["wide"+strconv.Itoa(i)] = wideToken(i) // bench_wide_test.go
+	}
+	auth, err := session.NewStatic(tokens)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -45,6 +45,7 @@ import (
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
+	"ironcurtain.dev/gateway/strictjson"
 )
 
 // Defaults applied when the corresponding Config field is zero.
@@ -52,8 +53,15 @@ const (
 	DefaultMaxResultBytes  = 1 << 20
 	DefaultCallTimeout     = 2 * time.Minute
 	DefaultMaxRequestBytes = 4 << 20
-	DefaultSessionIdleTTL  = time.Hour
-	DefaultProgressEvery   = 15 * time.Second
+	// DefaultSessionIdleTTL ends an MCP session with no request for this
+	// long (none in flight, no event stream open); a client that comes back
+	// later gets 404 and initializes again, as the protocol says.
+	DefaultSessionIdleTTL = 10 * time.Minute
+	// DefaultMaxSessions and DefaultMaxSessionsPerToken cap the open MCP
+	// sessions (about 16 KB each while open).
+	DefaultMaxSessions         = 4096
+	DefaultMaxSessionsPerToken = 64
+	DefaultProgressEvery       = 15 * time.Second
 	// Separator joins server and tool names in the names the agent sees.
 	Separator = "__"
 )
@@ -79,6 +87,22 @@ type Config struct {
 	MaxRequestBytes int64
 	// SessionIdleTTL ends MCP sessions idle this long.
 	SessionIdleTTL time.Duration
+	// MaxSessions and MaxSessionsPerToken cap the open MCP sessions, in
+	// all and per agent token; an initialize past a cap is refused (429).
+	MaxSessions         int
+	MaxSessionsPerToken int
+	// MaxCallsInFlight caps the requests of one agent session in flight;
+	// up to MaxQueuedCalls more wait their turn, the rest are refused (429).
+	MaxCallsInFlight int
+	MaxQueuedCalls   int
+	// RefusalDelay is how long a request refused before parsing (bad
+	// JSON, a shape past JSONLimits, unknown names) waits for its answer,
+	// holding its place among the session's requests in flight.
+	RefusalDelay time.Duration
+	// JSONLimits bound the shape of one request body (depth, members,
+	// elements, string length), checked while it is read; zero fields take
+	// DefaultJSON* (MaxBytes and MaxString: MaxRequestBytes).
+	JSONLimits strictjson.Limits
 	// ProgressEvery is how often a call waiting for a human sends a progress
 	// notification (when the request carried a progress token).
 	ProgressEvery time.Duration
@@ -151,12 +175,18 @@ type Hub struct {
 	http    *server.StreamableHTTPServer
 	handler http.Handler
 	owners  sessionOwners
-	life    *lifecycle
-	alog    auditLog
-	pins    pinState         // external tools hidden by their pins (pins.go)
-	watched []servers.Server // servers whose tools are checked against pins
-	loop    *loopguard.Guard // nil: no loop breaker (loop.go)
-	tracer  trace.Tracer     // trace.go
+	// inflight and fair are the per-session cap and the fair slots
+	// (admission.go); jsonLimits bound a request body (rpcgate.go).
+	inflight   *inflight
+	fair       *fairGate
+	jsonLimits strictjson.Limits
+	stopSweep  func()
+	life       *lifecycle
+	alog       auditLog
+	pins       pinState         // external tools hidden by their pins (pins.go)
+	watched    []servers.Server // servers whose tools are checked against pins
+	loop       *loopguard.Guard // nil: no loop breaker (loop.go)
+	tracer     trace.Tracer     // trace.go
 	// tracingOff: tracer is the no-op tracer; calls start no span.
 	tracingOff bool
 }
@@ -173,9 +203,12 @@ func New(cfg Config, d Deps) (*Hub, error) {
 	case d.Auth == nil:
 		return nil, errors.New("creating MCP hub: an authenticator is required")
 	}
-	if cfg.MaxResultBytes < 0 || cfg.CallTimeout < 0 || cfg.MaxRequestBytes < 0 || cfg.SessionIdleTTL < 0 || cfg.ProgressEvery < 0 || cfg.ShutdownGrace < 0 {
+	if cfg.MaxResultBytes < 0 || cfg.CallTimeout < 0 || cfg.MaxRequestBytes < 0 || cfg.SessionIdleTTL < 0 || cfg.ProgressEvery < 0 || cfg.ShutdownGrace < 0 ||
+		cfg.MaxSessions < 0 || cfg.MaxSessionsPerToken < 0 || cfg.MaxCallsInFlight < 0 || cfg.MaxQueuedCalls < 0 || cfg.RefusalDelay < 0 ||
+		cfg.JSONLimits.MaxBytes < 0 || cfg.JSONLimits.MaxDepth < 0 || cfg.JSONLimits.MaxMembers < 0 || cfg.JSONLimits.MaxElements < 0 || cfg.JSONLimits.MaxString < 0 {
 		return nil, errors.New("creating MCP hub: limits must not be negative")
 	}
+	cfg = withAdmissionDefaults(cfg)
 	if cfg.MaxResultBytes == 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
@@ -225,6 +258,10 @@ func New(cfg Config, d Deps) (*Hub, error) {
 		h.newID = uuid.NewString
 	}
 	h.alog = newAuditLog(h.log, h.now)
+	h.inflight = newInflight(cfg.MaxCallsInFlight, cfg.MaxQueuedCalls)
+	h.fair = newFairGate(defaultFairSlots())
+	h.jsonLimits = cfg.JSONLimits
+	h.owners = sessionOwners{maxAgent: cfg.MaxSessionsPerToken, maxTotal: cfg.MaxSessions, onCount: h.metrics.MCPSessions}
 	if err := h.register(d.Servers); err != nil {
 		return nil, fmt.Errorf("creating MCP hub: %w", err)
 	}
@@ -312,8 +349,11 @@ func (h *Hub) buildMCP() {
 		tool := mcp.NewToolWithRawSchema(key, e.def.Description, e.def.InputSchema)
 		h.mcp.AddTool(tool, h.toolHandler(e))
 	}
+	h.startSweeper()
 	h.http = server.NewStreamableHTTPServer(h.mcp,
-		server.WithSessionIdleTTL(h.cfg.SessionIdleTTL),
+		// The hub ends idle sessions (admission.go: startSweeper); mcp-go's
+		// own sweeper is a backstop for state the hub does not know of.
+		server.WithSessionIdleTTL(max(6*h.cfg.SessionIdleTTL, time.Hour)),
 		server.WithStreamableHTTPLogger(h.log),
 	)
 	h.handler = h.authenticate(h.http)

@@ -71,6 +71,11 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	if why, hidden := h.pins.changed(e.key); hidden {
 		return c.refuseChanged(ctx, r.Args, why) // pins.go
 	}
+	if ac, ok := pol.(argumentChecker); ok {
+		if name, bad := ac.UnknownArgument(e.server, e.tool, r.Args); bad {
+			return c.refuseUnknownArgument(ctx, r.Args, name, ac) // argcheck.go
+		}
+	}
 	if res, stop := c.loopGate(ctx, r.Args, r.Notify); stop {
 		return res // loop.go
 	}
@@ -83,14 +88,7 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	if res, refused := c.chargeBudget(ctx, r.Args); refused {
 		return res // budget.go
 	}
-	ev := c.evaluate(ctx, func(ctx context.Context) policy.Evaluation {
-		return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
-	})
-	if ev.Policy != nil {
-		c.args = marshalArgs(ev.Policy)
-	} else {
-		c.args = marshalArgs(r.Args)
-	}
+	ev := c.decide(ctx, pol, r)
 	dec := c.decision(ev.Decision, ev.Shadow)
 	h.metrics.Decision(e.server, e.tool, ev.Decision.Status.String())
 
@@ -105,6 +103,31 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	default:
 		return c.deny(ctx, dec)
 	}
+}
+
+// decide evaluates the call and sets its audit form (c.args). This is the
+// CPU-heavy stretch of a call: it runs in a fair slot (admission.go). A
+// push is decided outside one: its check reads the repository and may
+// wait on git.
+func (c *call) decide(ctx context.Context, pol Policy, r CallRequest) policy.Evaluation {
+	e := c.e
+	if !policy.IsPushTool(e.server, e.tool) {
+		leave, err := c.h.fair.enter(ctx, r.Session.ID)
+		if err != nil {
+			c.args = marshalArgs(r.Args)
+			return policy.Evaluation{Decision: policy.Decision{Status: policy.Deny, Rule: policy.RuleInternalError, Reason: "the call was cancelled before policy decided"}}
+		}
+		defer leave()
+	}
+	ev := c.evaluate(ctx, func(ctx context.Context) policy.Evaluation {
+		return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
+	})
+	if ev.Policy != nil {
+		c.args = marshalArgs(ev.Policy)
+	} else {
+		c.args = marshalArgs(r.Args)
+	}
+	return ev
 }
 
 // decision builds the write-ahead record of d.

@@ -91,6 +91,7 @@ func (l *lifecycle) running() int {
 // concurrently (it stops accepting at once and waits for the answers).
 func (h *Hub) Shutdown(ctx context.Context) error {
 	h.life.stop()
+	h.stopSweep()
 	grace := time.NewTimer(h.cfg.ShutdownGrace)
 	defer grace.Stop()
 	select {

@@ -28,6 +28,8 @@ type ToolCalls struct {
 	authFailures *prometheus.CounterVec
 	restarts     *prometheus.CounterVec
 	pins         *prometheus.CounterVec
+	refused      *prometheus.CounterVec
+	sessions     prometheus.Gauge
 }
 
 // NewToolCalls creates the hub metrics and registers them on reg. A nil reg
@@ -59,11 +61,19 @@ func NewToolCalls(reg prometheus.Registerer) (*ToolCalls, error) {
 			Name: "ironcurtain_tool_pin_mismatches_total",
 			Help: "External tools hidden because their definition differs from its pin, by what changed (name, description, schema, unpinned, removed, …).",
 		}, []string{"server", "tool", "change"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ironcurtain_mcp_refused_requests_total",
+			Help: "Requests to the MCP endpoint refused before mcp-go read them, by reason (bad_json, shape, unknown_name, bad_params, batch, busy, sessions_full).",
+		}, []string{"reason"}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ironcurtain_mcp_sessions",
+			Help: "Open MCP sessions (initialized, not yet closed or expired).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.outcomes, m.duration, m.authFailures, m.restarts, m.pins} {
+	for _, c := range []prometheus.Collector{m.calls, m.outcomes, m.duration, m.authFailures, m.restarts, m.pins, m.refused, m.sessions} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -116,4 +126,21 @@ func (m *ToolCalls) PinMismatch(server, tool, change string) {
 		return
 	}
 	m.pins.WithLabelValues(server, tool, change).Inc()
+}
+
+// RefusedRequest counts one request to /mcp refused before it was parsed;
+// reason is a fixed word (bad_json, shape, unknown_name, busy, …).
+func (m *ToolCalls) RefusedRequest(reason string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(reason).Inc()
+}
+
+// MCPSessions sets the number of open MCP sessions.
+func (m *ToolCalls) MCPSessions(n int) {
+	if m == nil {
+		return
+	}
+	m.sessions.Set(float64(n))
 }

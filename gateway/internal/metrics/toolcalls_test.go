@@ -21,6 +21,8 @@ func TestToolCallsRecords(t *testing.T) {
 	m.Outcome("filesystem", "read_text_file", "ok", 3*time.Millisecond)
 	m.AuthFailure("unknown_token")
 	m.Restart("notes")
+	m.RefusedRequest("shape")
+	m.MCPSessions(3)
 
 	tests := []struct {
 		name   string
@@ -37,6 +39,16 @@ ironcurtain_tool_calls_total{decision="escalate",server="git",tool="push"} 1
 # HELP ironcurtain_mcp_auth_failures_total Requests to the MCP endpoint refused for a missing or unknown agent token, or a foreign MCP session.
 # TYPE ironcurtain_mcp_auth_failures_total counter
 ironcurtain_mcp_auth_failures_total{reason="unknown_token"} 1
+`},
+		{name: "refused requests", metric: "ironcurtain_mcp_refused_requests_total", want: `
+# HELP ironcurtain_mcp_refused_requests_total Requests to the MCP endpoint refused before mcp-go read them, by reason (bad_json, shape, unknown_name, bad_params, batch, busy, sessions_full).
+# TYPE ironcurtain_mcp_refused_requests_total counter
+ironcurtain_mcp_refused_requests_total{reason="shape"} 1
+`},
+		{name: "sessions", metric: "ironcurtain_mcp_sessions", want: `
+# HELP ironcurtain_mcp_sessions Open MCP sessions (initialized, not yet closed or expired).
+# TYPE ironcurtain_mcp_sessions gauge
+ironcurtain_mcp_sessions 3
 `},
 		{name: "restarts", metric: "ironcurtain_external_server_restarts_total", want: `
 # HELP ironcurtain_external_server_restarts_total Restarts of external stdio MCP servers after they exited.
