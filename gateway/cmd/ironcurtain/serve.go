@@ -23,6 +23,7 @@ import (
 	"ironcurtain.dev/gateway/internal/llmrelay"
 	"ironcurtain.dev/gateway/internal/mcphub"
 	"ironcurtain.dev/gateway/internal/metrics"
+	"ironcurtain.dev/gateway/internal/procguard"
 	"ironcurtain.dev/gateway/internal/tracing"
 )
 
@@ -64,12 +65,32 @@ func runServe(ctx context.Context, e env) int {
 		return 2
 	}
 	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))) // trace_id in lines logged inside a span
+	if err := guardProcess(log); err != nil {
+		log.Error("gateway stopped", "err", err)
+		fmt.Fprintf(e.stderr, "ironcurtain serve: %v\n", err)
+		return 1
+	}
 	if err := serve(ctx, *cfgPath, e.getenv, log); err != nil {
 		log.Error("gateway stopped", "err", err)
 		fmt.Fprintf(e.stderr, "ironcurtain serve: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// guardProcess makes the gateway non-dumpable before it reads a secret or starts a child, so a
+// child of its uid cannot read /proc/<gateway>/environ, mem or fd/ (docs/operations.md). Where
+// the platform has no such flag it logs and carries on; a failure on Linux stops the gateway.
+func guardProcess(log *slog.Logger) error {
+	switch err := procguard.NonDumpable(); {
+	case err == nil:
+		log.Info("process is non-dumpable: children cannot read its /proc entries")
+	case errors.Is(err, procguard.ErrUnsupported):
+		log.Warn("process stays dumpable on this platform: a child of the gateway's uid can read its /proc entries", "err", err)
+	default:
+		return fmt.Errorf("making the process non-dumpable: %w", err)
+	}
+	return nil
 }
 
 // serve builds every component (store → policy → audit → escalation →
