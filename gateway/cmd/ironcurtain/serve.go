@@ -103,7 +103,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 	var closers closeStack
 	defer func() { err = errors.Join(err, closers.close(log)) }()
-	startupLimits(cfg, log)
+	openFiles := startupLimits(cfg, log)
 	if err := startTracing(ctx, getenv, log, &closers); err != nil { // serve_tracing.go
 		return err
 	}
@@ -221,6 +221,10 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		proxyCfg.DrainTimeout = shutdownGrace
 	}
 	proxyCfg.MaxScanBodyBytes = cfg.Secrets.ProxyBodyLimit()
+	agentLimits, opsLimits := cfg.Agent.AgentLimits(), cfg.Ops.OpsLimits()
+	if err := filePlan(openFiles, st.poolConns(), &agentLimits, &opsLimits, &proxyCfg, log); err != nil { // serve_listeners.go
+		return err
+	}
 	proxy, err := egress.NewProxy(proxyCfg, egress.Deps{Auth: auth, Sink: st.sink, Escalator: st.escalator, Secrets: scan, Registerer: reg, Logger: log.With("component", "egress")})
 	if err != nil {
 		return fmt.Errorf("building the egress proxy: %w", err)
@@ -270,11 +274,11 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 	log.Info("gateway listening", "agent_api", apiLn.Addr().String(), "egress_proxy", proxyLn.Addr().String(), "ops", opsLn.Addr().String(), "version", version)
 
-	apiLimited, apiSrv, err := limitedServer("agent", apiLn, cfg.Agent.AgentLimits(), apiMux, agentBudget(cfg), reg, log)
+	apiLimited, apiSrv, err := limitedServer("agent", apiLn, agentLimits, apiMux, agentBudget(cfg), reg, log)
 	var opsLimited net.Listener
 	var opsSrv *http.Server
 	if err == nil {
-		opsLimited, opsSrv, err = limitedServer("ops", opsLn, cfg.Ops.OpsLimits(), opsHandler, opsBudget, reg, log)
+		opsLimited, opsSrv, err = limitedServer("ops", opsLn, opsLimits, opsHandler, opsBudget, reg, log)
 	}
 	if err != nil {
 		apiLn.Close()
