@@ -37,7 +37,8 @@ func (p *Proxy) handleConnect(_ string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	}
 	// The scan sees the host as it arrived: lower-casing hides the
 	// case-sensitive formats.
-	if ref := p.decide(r.Context(), r, st, h, port, scanHost(h, netpolicy.AuthorityHost(r.RequestURI))); ref != nil {
+	st.rawHost = netpolicy.AuthorityHost(r.RequestURI)
+	if ref := p.decide(r.Context(), r, st, h, port, scanHost(h, st.rawHost)); ref != nil {
 		ctx.Resp = refusalResponse(r, st, ref)
 		return goproxy.RejectConnect, h.HostPort(port)
 	}
