@@ -107,6 +107,14 @@ func FuzzParseAuthority(f *testing.F) {
 		if err != nil || h2 != h || port2 != port {
 			t.Fatalf("round trip of %q: %q %d %v", raw, h2, port2, err)
 		}
+		// AuthorityHost splits as ParseAuthority does: its text is the host as given.
+		text := AuthorityHost(raw)
+		if strings.Contains(text, ":") && !strings.HasPrefix(text, "[") {
+			t.Fatalf("AuthorityHost(%q) = %q keeps the port", raw, text)
+		}
+		if h3, err := ParseHost(text); err != nil || h3 != h {
+			t.Fatalf("AuthorityHost(%q) = %q, which parses to %q %v; want %q", raw, text, h3, err, h)
+		}
 	})
 }
 

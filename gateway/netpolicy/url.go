@@ -171,6 +171,23 @@ func ParseAuthority(hostport string, defaultPort int) (Host, int, error) {
 	return h, port, nil
 }
 
+// AuthorityHost returns the host part of "host[:port]" exactly as given, before any mapping
+// or lower-casing (an IPv6 literal keeps its brackets): the text a secret scan must see, as
+// the canonical Host has lost its case. It splits as ParseAuthority does and validates
+// nothing; use it on an authority ParseAuthority accepted.
+func AuthorityHost(hostport string) string {
+	if strings.HasPrefix(hostport, "[") {
+		if i := strings.IndexByte(hostport, ']'); i >= 0 {
+			return hostport[:i+1]
+		}
+		return hostport
+	}
+	if i := strings.IndexByte(hostport, ':'); i >= 0 && strings.IndexByte(hostport[i+1:], ':') < 0 {
+		return hostport[:i]
+	}
+	return hostport
+}
+
 func parsePort(s string) (int, bool) {
 	if s == "" || len(s) > 5 || s[0] == '0' {
 		return 0, false

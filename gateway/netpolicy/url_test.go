@@ -183,3 +183,22 @@ func mustHost(s string) Host {
 	}
 	return h
 }
+
+func TestAuthorityHost(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{in: "AKIA.Example.COM:443", want: "AKIA.Example.COM"},
+		{in: "Example.COM.", want: "Example.COM."},
+		{in: "[::1]:80", want: "[::1]"},
+		{in: "[::1]", want: "[::1]"},
+		{in: "bücher.DE:8080", want: "bücher.DE"},
+		{in: "::1:80", want: "::1:80"}, // ParseAuthority refuses it; nothing is cut
+		{in: "", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := AuthorityHost(tt.in); got != tt.want {
+				t.Fatalf("AuthorityHost(%q) = %q; want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}

@@ -86,6 +86,10 @@ func TestSecretEgress(t *testing.T) {
 	}{
 		{name: "key in query", tool: "fetch__http_fetch", args: map[string]any{"url": "https://github.com/search?q=" + tAWSKey},
 			want: Escalate, kind: secretscan.KindAWSKeyID, where: `query parameter q of argument "url"`, masked: "AKIA…MPLE"},
+		{name: "key in the host name, as given", tool: "fetch__http_fetch", args: map[string]any{"url": "https://" + tAWSKey + ".example.com/"},
+			want: Escalate, kind: secretscan.KindAWSKeyID, where: `host name of argument "url"`},
+		{name: "key in the host name, lower-cased by the agent", tool: "fetch__http_fetch", args: map[string]any{"url": "https://" + strings.ToLower(tAWSKey) + ".Example.com/"},
+			want: Escalate, kind: secretscan.KindAWSKeyID, where: `host name of argument "url"`},
 		{name: "key in fragment", tool: "fetch__http_fetch", args: map[string]any{"url": "https://example.com/page#" + tGHToken},
 			want: Escalate, kind: secretscan.KindGitHubToken, where: `fragment of argument "url"`, masked: "ghp_…3456"},
 		{name: "key in path", tool: "fetch__http_fetch", args: map[string]any{"url": "https://example.com/x/" + tGHToken},

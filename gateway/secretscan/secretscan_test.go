@@ -294,3 +294,46 @@ func FuzzIndexHint(f *testing.F) {
 		}
 	})
 }
+
+// A host name is case-insensitive: what the agent wrote is lower-cased before a resolver
+// sees it. ScanHost finds the formats however the labels are cased, and the exact values
+// ignoring case; elsewhere (paths, bodies) case still matters.
+func TestScanHostCase(t *testing.T) {
+	key := "AKIA" + "IOSFODNN7EXAMPLE"
+	d, err := New(Options{Exact: []Secret{{Label: "github token", Value: "GW0F3A9C1B7E5D42A8"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		host string
+		want Kind // "" for nothing
+	}{
+		{host: key + ".example.com", want: KindAWSKeyID},
+		{host: strings.ToLower(key) + ".example.com", want: KindAWSKeyID},
+		{host: "AkIa" + strings.ToLower(key[4:]) + ".Example.COM", want: KindAWSKeyID},
+		{host: "x-gw0f3a9c1b7e5d42a8.example.com", want: KindExact},
+		{host: "x-Gw0F3a9C1b7E5d42A8.example.com", want: KindExact},
+		{host: "akia.example.com"},
+		{host: "www.example.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			hits := d.ScanHost(tt.host)
+			if tt.want == "" {
+				if len(hits) != 0 {
+					t.Fatalf("ScanHost = %+v; want nothing", hits)
+				}
+				return
+			}
+			if len(hits) != 1 || hits[0].Kind != tt.want || hits[0].Where != "host name" {
+				t.Fatalf("ScanHost = %+v; want one %s in the host name", hits, tt.want)
+			}
+			if strings.Contains(strings.ToLower(hits[0].Excerpt), "iosfodnn") || strings.Contains(strings.ToLower(hits[0].Excerpt), "0f3a9c") {
+				t.Fatalf("the excerpt shows the value: %q", hits[0].Excerpt)
+			}
+		})
+	}
+	if hits := d.ScanText("body", strings.ToLower(key)); len(hits) != 0 {
+		t.Fatalf("ScanText folds case: %+v", hits)
+	}
+}

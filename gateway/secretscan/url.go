@@ -98,11 +98,22 @@ func (d *Detector) ScanURL(raw string) []Hit {
 
 // ScanHost returns the secrets in a host name: the formats (a key spelled into labels) and,
 // when high-entropy detection is on, labels that look like encoded data (DNS exfiltration).
+//
+// Give it the name as it arrived, before any mapping or lower-casing: a scan of the
+// lower-cased name misses the formats that are case-sensitive. And since a host name is
+// case-insensitive (whatever the agent wrote, the lower-cased name is what a resolver is
+// asked), the name is scanned in upper case too, where a format written in upper case only
+// (AWS key ids) is found however the agent spelled it, and the gateway's exact values are
+// matched ignoring case.
 func (d *Detector) ScanHost(host string) []Hit {
 	if d == nil || host == "" {
 		return nil
 	}
 	hits := d.ScanText("host name", host)
+	if upper := strings.ToUpper(host); upper != host {
+		hits = append(hits, d.ScanText("host name", upper)...)
+	}
+	hits = append(hits, d.exactFolded("host name", host)...)
 	if d.entropy {
 		for i, label := range strings.Split(host, ".") {
 			if len(label) >= defaultLabelMinLength && entropy(label) >= defaultLabelEntropy {
@@ -111,6 +122,22 @@ func (d *Detector) ScanHost(host string) []Hit {
 		}
 	}
 	return dedupe(hits)
+}
+
+// exactFolded finds the exact values in text ignoring case (for host names, where case
+// carries nothing: the lower-cased name is what leaves).
+func (d *Detector) exactFolded(where, text string) []Hit {
+	if len(d.exact) == 0 {
+		return nil
+	}
+	lower := strings.ToLower(text)
+	var hits []Hit
+	for _, s := range d.exact {
+		if strings.Contains(lower, strings.ToLower(s.Value)) {
+			hits = append(hits, Hit{Kind: KindExact, Where: where, Excerpt: Mask(lower, Finding{Kind: KindExact, Label: s.Label})})
+		}
+	}
+	return hits
 }
 
 // scanPart scans one part of a URL, and for long opaque values, their entropy.

@@ -24,6 +24,7 @@ import (
 	"ironcurtain.dev/gateway/internal/mcphub"
 	"ironcurtain.dev/gateway/internal/memlimit"
 	"ironcurtain.dev/gateway/internal/metrics"
+	"ironcurtain.dev/gateway/internal/procguard"
 	"ironcurtain.dev/gateway/internal/tracing"
 )
 
@@ -65,12 +66,32 @@ func runServe(ctx context.Context, e env) int {
 		return 2
 	}
 	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))) // trace_id in lines logged inside a span
+	if err := guardProcess(log); err != nil {
+		log.Error("gateway stopped", "err", err)
+		fmt.Fprintf(e.stderr, "ironcurtain serve: %v\n", err)
+		return 1
+	}
 	if err := serve(ctx, *cfgPath, e.getenv, log); err != nil {
 		log.Error("gateway stopped", "err", err)
 		fmt.Fprintf(e.stderr, "ironcurtain serve: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// guardProcess makes the gateway non-dumpable before it reads a secret or starts a child, so a
+// child of its uid cannot read /proc/<gateway>/environ, mem or fd/ (docs/operations.md). Where
+// the platform has no such flag it logs and carries on; a failure on Linux stops the gateway.
+func guardProcess(log *slog.Logger) error {
+	switch err := procguard.NonDumpable(); {
+	case err == nil:
+		log.Info("process is non-dumpable: children cannot read its /proc entries")
+	case errors.Is(err, procguard.ErrUnsupported):
+		log.Warn("process stays dumpable on this platform: a child of the gateway's uid can read its /proc entries", "err", err)
+	default:
+		return fmt.Errorf("making the process non-dumpable: %w", err)
+	}
+	return nil
 }
 
 // serve builds every component (store → policy → audit → escalation →
@@ -83,7 +104,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 	var closers closeStack
 	defer func() { err = errors.Join(err, closers.close(log)) }()
-	startupLimits(cfg, log)
+	openFiles := startupLimits(cfg, log)
 	// GOMEMLIMIT from the container's memory limit (unless set).
 	memlimit.Apply(getenv, log)
 	if err := startTracing(ctx, getenv, log, &closers); err != nil { // serve_tracing.go
@@ -207,6 +228,10 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		proxyCfg.DrainTimeout = shutdownGrace
 	}
 	proxyCfg.MaxScanBodyBytes = cfg.Secrets.ProxyBodyLimit()
+	agentLimits, opsLimits := cfg.Agent.AgentLimits(), cfg.Ops.OpsLimits()
+	if err := filePlan(openFiles, st.poolConns(), &agentLimits, &opsLimits, &proxyCfg, log); err != nil { // serve_listeners.go
+		return err
+	}
 	proxy, err := egress.NewProxy(proxyCfg, egress.Deps{Auth: auth, Sink: st.sink, Escalator: st.escalator, Secrets: scan, Registerer: reg, Logger: log.With("component", "egress")})
 	if err != nil {
 		return fmt.Errorf("building the egress proxy: %w", err)
@@ -256,11 +281,11 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 	log.Info("gateway listening", "agent_api", apiLn.Addr().String(), "egress_proxy", proxyLn.Addr().String(), "ops", opsLn.Addr().String(), "version", version)
 
-	apiLimited, apiSrv, err := limitedServer("agent", apiLn, cfg.Agent.AgentLimits(), apiMux, agentBudget(cfg), reg, log)
+	apiLimited, apiSrv, err := limitedServer("agent", apiLn, agentLimits, apiMux, agentBudget(cfg), reg, log)
 	var opsLimited net.Listener
 	var opsSrv *http.Server
 	if err == nil {
-		opsLimited, opsSrv, err = limitedServer("ops", opsLn, cfg.Ops.OpsLimits(), opsHandler, opsBudget, reg, log)
+		opsLimited, opsSrv, err = limitedServer("ops", opsLn, opsLimits, opsHandler, opsBudget, reg, log)
 	}
 	if err != nil {
 		apiLn.Close()

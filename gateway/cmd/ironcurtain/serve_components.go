@@ -139,6 +139,14 @@ func loadScrapers(cfg *config.Config, getenv func(string) string, agentTokens ma
 	return scrapers, nil
 }
 
+// poolConns is how many connections the Postgres pool may open (0 without a database).
+func (s *storage) poolConns() int {
+	if s.pool == nil {
+		return 0
+	}
+	return int(s.pool.Config().MaxConns)
+}
+
 // storage is where records and escalations go.
 type storage struct {
 	pool      *pgxpool.Pool // nil without a database

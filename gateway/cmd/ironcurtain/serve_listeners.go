@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/internal/egress"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/githttp"
 	"ironcurtain.dev/gateway/internal/githubrelay"
@@ -28,7 +30,8 @@ const (
 )
 
 // startupLimits raises the open-file limit and warns about every unsafe_ setting that is on.
-func startupLimits(cfg *config.Config, log *slog.Logger) {
+// It returns the open-file limit in force (0: unknown), which filePlan divides.
+func startupLimits(cfg *config.Config, log *slog.Logger) uint64 {
 	soft, hard, err := netlimit.RaiseFileLimit()
 	if err != nil {
 		log.Warn("could not raise the open-file limit", "err", err, "soft", soft, "hard", hard)
@@ -38,6 +41,36 @@ func startupLimits(cfg *config.Config, log *slog.Logger) {
 	for _, s := range cfg.UnsafeSettings() {
 		log.Warn("unsafe setting is on", "setting", s)
 	}
+	return soft
+}
+
+// filePlan fits the connection caps of the agent, ops and egress listeners into the open-file
+// limit (netlimit.PlanFiles), keeping a reserve for the Postgres pool (poolConns) and the rest
+// of the process; the ops listener is sized first. An agent or egress connection may hold an
+// upstream connection too, so it counts twice. A cap it lowers is logged as a warning.
+func filePlan(limit uint64, poolConns int, agent, ops *config.ListenerLimits, proxy *egress.ProxyConfig, log *slog.Logger) error {
+	pl := proxy.ConnLimits()
+	reserve := netlimit.BaseFileReserve + poolConns
+	plan, err := netlimit.PlanFiles(limit, reserve, []netlimit.FileDemand{
+		{Name: "agent", Limits: netlimit.Limits{MaxConns: agent.MaxConnections, MaxPerClient: agent.MaxConnectionsPerClient}, FilesPerConn: 2},
+		{Name: "ops", Limits: netlimit.Limits{MaxConns: ops.MaxConnections, MaxPerClient: ops.MaxConnectionsPerClient}, FilesPerConn: 1, Reserved: true},
+		{Name: "egress", Limits: pl, FilesPerConn: 2},
+	})
+	if err != nil {
+		return fmt.Errorf("sizing the listeners: %w", err)
+	}
+	for _, p := range plan {
+		if p.Reduced {
+			log.Warn("connection cap lowered to fit the open-file limit", "listener", p.Name, "open_files", limit, "reserve", reserve,
+				"max_connections", p.Limits.MaxConns, "max_connections_per_client", p.Limits.MaxPerClient)
+		}
+	}
+	agent.MaxConnections, agent.MaxConnectionsPerClient = plan[0].Limits.MaxConns, plan[0].Limits.MaxPerClient
+	ops.MaxConnections, ops.MaxConnectionsPerClient = plan[1].Limits.MaxConns, plan[1].Limits.MaxPerClient
+	proxy.MaxConnections, proxy.MaxConnectionsPerClient = plan[2].Limits.MaxConns, plan[2].Limits.MaxPerClient
+	log.Info("open-file plan", "open_files", limit, "reserve", reserve,
+		"agent_max_connections", agent.MaxConnections, "ops_max_connections", ops.MaxConnections, "egress_max_connections", proxy.MaxConnections)
+	return nil
 }
 
 // agentBudget bounds each request on the agent API: an MCP call may wait for its tool and a

@@ -110,9 +110,11 @@ func FuzzHeadConn(f *testing.F) {
 }
 
 // FuzzSNIMatches: a match means the ClientHello's name canonicalises to the
-// CONNECT host; an IP host never matches a non-empty name.
+// CONNECT host and is spelled as the CONNECT spelled it or canonically; an IP
+// host never matches a non-empty name.
 func FuzzSNIMatches(f *testing.F) {
 	f.Add("example.com", "example.com")
+	f.Add("EXAMPLE.com", "EXAMPLE.com")
 	f.Add("EXAMPLE.com", "example.com")
 	f.Add("", "127.0.0.1")
 	f.Add("127.0.0.1", "127.0.0.1")
@@ -122,8 +124,11 @@ func FuzzSNIMatches(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !sniMatches(sni, h) {
+		if !sniMatches(sni, h, host) {
 			return
+		}
+		if !h.IsIP() && sni != h.String() && sni != strings.TrimSuffix(host, ".") {
+			t.Fatalf("SNI %q matched host %q spelled %q", sni, h, host)
 		}
 		if h.IsIP() {
 			if sni != "" {

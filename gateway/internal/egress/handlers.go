@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
+	"net/url"
 	"time"
 
 	"github.com/elazarl/goproxy"
@@ -34,7 +35,10 @@ func (p *Proxy) handleConnect(_ string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		ctx.Resp = refusalResponse(r, st, ref)
 		return goproxy.RejectConnect, r.RequestURI
 	}
-	if ref := p.decide(r.Context(), r, st, h, port, scanHost(h)); ref != nil {
+	// The scan sees the host as it arrived: lower-casing hides the
+	// case-sensitive formats.
+	st.rawHost = netpolicy.AuthorityHost(r.RequestURI)
+	if ref := p.decide(r.Context(), r, st, h, port, scanHost(h, st.rawHost)); ref != nil {
 		ctx.Resp = refusalResponse(r, st, ref)
 		return goproxy.RejectConnect, h.HostPort(port)
 	}
@@ -68,13 +72,20 @@ func (p *Proxy) handleRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Reque
 	if u.Scheme != "http" {
 		return r, refusalResponse(r, st, p.refuse(st, &refusal{http.StatusBadRequest, ruleRequest, "use CONNECT for https"}))
 	}
-	if ref := p.checkHostHeader(r, u); ref != nil {
+	hostHeader, ref := p.checkHostHeader(r, u)
+	if ref != nil {
 		return r, refusalResponse(r, st, p.refuse(st, ref))
 	}
 	if r.Header.Get("Upgrade") != "" {
 		return r, refusalResponse(r, st, p.refuse(st, &refusal{http.StatusForbidden, ruleRequest, "protocol upgrades are only relayed through CONNECT"}))
 	}
-	if ref := p.decide(r.Context(), r, st, u.Host, u.Port, p.scanRequest(r, st, u)); ref != nil {
+	// The host as it arrived, for the scan (ParseURL checked that Go's
+	// parser reads the same authority, so its Host is the raw text).
+	rawHosts := []string{netpolicy.AuthorityHost(hostHeader)}
+	if gu, err := url.Parse(r.RequestURI); err == nil {
+		rawHosts = append(rawHosts, netpolicy.AuthorityHost(gu.Host))
+	}
+	if ref := p.decide(r.Context(), r, st, u.Host, u.Port, p.scanRequest(r, st, u, rawHosts)); ref != nil {
 		return r, refusalResponse(r, st, ref)
 	}
 	// Forward to the canonical authority we decided on.
@@ -93,28 +104,30 @@ func (p *Proxy) handleRequest(r *http.Request, _ *goproxy.ProxyCtx) (*http.Reque
 
 // checkHostHeader refuses an absolute-form request whose Host header names
 // another authority than its URL (read from the raw head: net/http drops it).
-func (p *Proxy) checkHostHeader(r *http.Request, u netpolicy.URL) *refusal {
+// It returns the Host header as it arrived ("" when there is none), for the
+// secret scan.
+func (p *Proxy) checkHostHeader(r *http.Request, u netpolicy.URL) (string, *refusal) {
 	hc, _ := r.Context().Value(headConnKey{}).(*headConn)
 	if hc == nil {
-		return &refusal{http.StatusBadRequest, ruleRequest, "request head unavailable"}
+		return "", &refusal{http.StatusBadRequest, ruleRequest, "request head unavailable"}
 	}
 	head, ok := hc.takeHead()
 	if !ok {
-		return &refusal{http.StatusBadRequest, ruleRequest, "one request per connection"}
+		return "", &refusal{http.StatusBadRequest, ruleRequest, "one request per connection"}
 	}
 	hosts := rawHost(head)
 	switch len(hosts) {
 	case 0:
-		return nil // HTTP/1.0 without Host: the URL is the only authority
+		return "", nil // HTTP/1.0 without Host: the URL is the only authority
 	case 1:
 	default:
-		return &refusal{http.StatusBadRequest, ruleRequest, "several Host headers"}
+		return "", &refusal{http.StatusBadRequest, ruleRequest, "several Host headers"}
 	}
 	h, port, err := netpolicy.ParseAuthority(hosts[0], 80)
 	if err != nil || h != u.Host || port != u.Port {
-		return &refusal{http.StatusBadRequest, ruleRequest, "the Host header does not match the request URL"}
+		return "", &refusal{http.StatusBadRequest, ruleRequest, "the Host header does not match the request URL"}
 	}
-	return nil
+	return hosts[0], nil
 }
 
 // rejectRequest ends the request chain: it refuses every request that

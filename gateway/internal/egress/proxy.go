@@ -269,6 +269,19 @@ func (p *Proxy) newGoproxy() *goproxy.ProxyHttpServer {
 // watchdog cuts a silent tunnel.
 var upstreamKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 60 * time.Second, Interval: -1, Count: -1}
 
+// ConnLimits returns the proxy listener's connection caps as NewProxy applies them (the
+// defaults for zero fields), for the gateway's open-file plan (netlimit.PlanFiles).
+func (c ProxyConfig) ConnLimits() netlimit.Limits {
+	l := netlimit.Limits{MaxConns: c.MaxConnections, MaxPerClient: c.MaxConnectionsPerClient}
+	if l.MaxConns == 0 {
+		l.MaxConns = DefaultMaxConnections
+	}
+	if l.MaxPerClient == 0 {
+		l.MaxPerClient = min(DefaultMaxConnsPerClient, l.MaxConns)
+	}
+	return l
+}
+
 // ListenConfig returns the configuration of the proxy's listener: accepted
 // connections get no TCP keep-alive probes (upstreamKeepAlive says why).
 func ListenConfig() net.ListenConfig { return net.ListenConfig{KeepAlive: -1} }

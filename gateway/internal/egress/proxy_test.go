@@ -213,11 +213,17 @@ func TestProxySNI(t *testing.T) {
 	tests := []struct {
 		name       string
 		skip       bool
+		connect    string // the CONNECT host, example.com when empty
 		serverName string // "" sends plain text instead of TLS
 		wantOK     bool
 	}{
 		{name: "matching sni", serverName: "example.com", wantOK: true},
-		{name: "matching sni uppercase", serverName: "EXAMPLE.COM", wantOK: true},
+		{name: "matching sni uppercase, as the CONNECT spelled it", connect: "EXAMPLE.COM", serverName: "EXAMPLE.COM", wantOK: true},
+		{name: "canonical sni for an upper-case CONNECT", connect: "Example.COM", serverName: "example.com", wantOK: true},
+		{name: "CONNECT with a trailing dot, sni without", connect: "example.com.", serverName: "example.com", wantOK: true},
+		// The ClientHello is relayed as it arrived: a server name that differs from the
+		// scanned CONNECT host only in case would carry unscanned bits to the upstream.
+		{name: "sni case differs from the CONNECT host", serverName: "ExAmPlE.cOm"},
 		{name: "other sni (domain fronting)", serverName: "evil.test"},
 		{name: "no tls"},
 		{name: "other sni with check off", skip: true, serverName: "evil.test"},
@@ -225,7 +231,11 @@ func TestProxySNI(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tp := startProxy(t, port, withConfig(func(c *ProxyConfig) { c.UnsafeSkipSNICheck = tt.skip }))
-			c, resp := rawConnect(t, tp.addr, hostPort("example.com", port), basicAuth(tokenS1))
+			connect := tt.connect
+			if connect == "" {
+				connect = "example.com"
+			}
+			c, resp := rawConnect(t, tp.addr, hostPort(connect, port), basicAuth(tokenS1))
 			defer c.Close()
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("CONNECT status %d", resp.StatusCode)

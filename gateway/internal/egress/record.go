@@ -56,6 +56,10 @@ type reqState struct {
 	session string
 	host    netpolicy.Host
 	port    int
+	// rawHost is a CONNECT's host as it arrived (before mapping and
+	// lower-casing): what the secret scan read, and what the TLS server name
+	// may be besides the canonical form (sniMatches).
+	rawHost string
 
 	allowed bool // the host decision allowed it; only then may it be dialed
 	release func()

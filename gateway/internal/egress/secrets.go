@@ -63,20 +63,31 @@ func (p *Proxy) scanner() *policy.SecretScanner {
 // body.
 type inspector func(det *secretscan.Detector, listed bool) ([]secretscan.Hit, error)
 
-// scanHost is the CONNECT inspector: the host name's labels. Opaque
-// high-entropy labels count only under a host nobody listed (DNS-label
-// exfiltration); a key spelled into labels counts everywhere.
-func scanHost(h netpolicy.Host) inspector {
+// scanHost is the CONNECT inspector: the host name's labels, as they
+// arrived (raw: the request target's host part, before ParseHost mapped and
+// lower-cased it) and canonical. Opaque high-entropy labels count only
+// under a host nobody listed (DNS-label exfiltration); a key spelled into
+// labels counts everywhere.
+func scanHost(h netpolicy.Host, raw string) inspector {
 	return func(det *secretscan.Detector, listed bool) ([]secretscan.Hit, error) {
 		if h.IsIP() {
 			return nil, nil
 		}
-		return hostHits(det, h, listed), nil
+		return hostHits(det, h, []string{raw}, listed), nil
 	}
 }
 
-func hostHits(det *secretscan.Detector, h netpolicy.Host, listed bool) []secretscan.Hit {
-	hits := det.ScanHost(h.String())
+// hostHits scans the host as it arrived (every spelling in raw: the
+// request target's, a Host header's) and in canonical form. The scan runs
+// before any DNS lookup: a lookup would already carry the labels out.
+func hostHits(det *secretscan.Detector, h netpolicy.Host, raw []string, listed bool) []secretscan.Hit {
+	var hits []secretscan.Hit
+	for _, r := range raw {
+		if r != "" && r != h.String() {
+			hits = append(hits, det.ScanHost(r)...)
+		}
+	}
+	hits = dedupeHits(append(hits, det.ScanHost(h.String())...))
 	if !listed {
 		return hits
 	}
@@ -89,10 +100,28 @@ func hostHits(det *secretscan.Detector, h netpolicy.Host, listed bool) []secrets
 	return out
 }
 
+// dedupeHits keeps the first hit of each kind and place.
+func dedupeHits(hits []secretscan.Hit) []secretscan.Hit {
+	seen := make(map[[2]string]bool, len(hits))
+	out := hits[:0]
+	for _, x := range hits {
+		k := [2]string{string(x.Kind), x.Where}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // scanRequest is the plain-HTTP inspector: the URL (path, query, fragment,
 // decoded), every header but the proxy's own credentials, and the body up
 // to maxBody bytes (read now and replayed to the upstream).
-func (p *Proxy) scanRequest(r *http.Request, st *reqState, u netpolicy.URL) inspector {
+//
+// rawHosts are the host as it arrived: the request target's host part and
+// the Host header's (checkHostHeader compared them canonically, so they may
+// differ in case).
+func (p *Proxy) scanRequest(r *http.Request, st *reqState, u netpolicy.URL, rawHosts []string) inspector {
 	maxBody := p.cfg.MaxScanBodyBytes
 	return func(det *secretscan.Detector, listed bool) ([]secretscan.Hit, error) {
 		// The digest of what was scanned names this request in an
@@ -101,7 +130,7 @@ func (p *Proxy) scanRequest(r *http.Request, st *reqState, u netpolicy.URL) insp
 		sum := sha256.New()
 		sum.Write([]byte(r.Method + " " + r.RequestURI + "\n"))
 		defer func() { st.scanDigest = hex.EncodeToString(sum.Sum(nil)) }()
-		hits := hostHits(det, u.Host, listed)
+		hits := hostHits(det, u.Host, rawHosts, listed)
 		hits = append(hits, withoutHost(det.ScanURL(r.RequestURI))...)
 		hh, block := scanHeaders(det, r.Header)
 		hits = append(hits, hh...)

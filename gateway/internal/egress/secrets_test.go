@@ -296,7 +296,7 @@ func BenchmarkScanPlainRequest(b *testing.B) {
 		r := &http.Request{Method: "POST", RequestURI: "http://example.com/search?q=golang+proxy+secret+scanning&page=2&lang=en#results",
 			Header: hdr, Body: io.NopCloser(strings.NewReader(payload)), ContentLength: int64(len(payload))}
 		st := newState("http", "POST")
-		hits, err := p.scanRequest(r.WithContext(context.Background()), st, u)(det, true)
+		hits, err := p.scanRequest(r.WithContext(context.Background()), st, u, []string{"Example.com", "example.com"})(det, true)
 		if err != nil || len(hits) != 0 {
 			b.Fatalf("hits %v err %v", hits, err)
 		}

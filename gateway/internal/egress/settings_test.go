@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/internal/netlimit"
 )
 
 func TestProxyConfigFrom(t *testing.T) {
@@ -32,5 +33,23 @@ egress:
 	bad := config.EgressConfig{AllowedHosts: []string{"a.*"}}
 	if _, err := ProxyConfigFrom(&bad); err == nil {
 		t.Fatal("bad pattern accepted")
+	}
+}
+
+func TestProxyConfigConnLimits(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		c    ProxyConfig
+		want netlimit.Limits
+	}{
+		{name: "defaults", want: netlimit.Limits{MaxConns: DefaultMaxConnections, MaxPerClient: DefaultMaxConnsPerClient}},
+		{name: "a small cap bounds the per-client default", c: ProxyConfig{MaxConnections: 100}, want: netlimit.Limits{MaxConns: 100, MaxPerClient: 100}},
+		{name: "both set", c: ProxyConfig{MaxConnections: 100, MaxConnectionsPerClient: 10}, want: netlimit.Limits{MaxConns: 100, MaxPerClient: 10}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.c.ConnLimits(); got != tt.want {
+				t.Fatalf("ConnLimits() = %+v; want %+v", got, tt.want)
+			}
+		})
 	}
 }

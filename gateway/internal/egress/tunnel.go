@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -82,7 +83,7 @@ func (p *Proxy) hijack(req *http.Request, client net.Conn, _ *goproxy.ProxyCtx) 
 			p.refuse(st, &refusal{http.StatusForbidden, ruleSNI, errNotHello.Error()})
 			return
 		}
-		if !sniMatches(sni, st.host) {
+		if !sniMatches(sni, st.host, st.rawHost) {
 			p.refuse(st, &refusal{http.StatusForbidden, ruleSNI, "the TLS server name does not match the CONNECT host"})
 			st.fail(errors.New("TLS server name " + quoteShort(sni)))
 			return
@@ -141,14 +142,20 @@ func (p *Proxy) writeRefusal(client net.Conn, req *http.Request, st *reqState, r
 	_ = refusalResponse(req, st, ref).Write(client)
 }
 
-// sniMatches: a name host needs a ClientHello naming exactly it (after
-// canonicalisation); an IP host needs a ClientHello without a server name
-// (an IP literal is not allowed in SNI).
-func sniMatches(sni string, h netpolicy.Host) bool {
+// sniMatches: a name host needs a ClientHello naming exactly it, spelled
+// as the CONNECT spelled it (raw, less one trailing dot) or in canonical
+// form: the ClientHello is relayed as it arrived, so a name that differs
+// from the scanned one in case would carry unscanned bits upstream. An IP
+// host needs a ClientHello without a server name (an IP literal is not
+// allowed in SNI).
+func sniMatches(sni string, h netpolicy.Host, raw string) bool {
 	if h.IsIP() {
 		return sni == ""
 	}
 	if sni == "" {
+		return false
+	}
+	if sni != h.String() && sni != strings.TrimSuffix(raw, ".") {
 		return false
 	}
 	sh, err := netpolicy.ParseHost(sni)

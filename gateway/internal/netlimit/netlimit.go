@@ -1,8 +1,11 @@
 // Package netlimit bounds what a client with nothing but a TCP connection can hold on a
 // listener: a cap on open connections per listener and per client address, where an idle
 // connection (accepted but with no request under way, or idle between keep-alive requests)
-// gives way to a new one instead of making it wait. So thousands of idle connections cannot
-// keep a real request out, and the file descriptors one listener may use are bounded.
+// gives way to a new one instead of making it wait; one that never completed a request goes
+// before a kept-alive one that did. So thousands of idle connections cannot keep a real
+// request out, and the file descriptors one listener may use are bounded. PlanFiles derives
+// the caps of all listeners from the process's open-file limit, so that together they can
+// never exhaust it.
 //
 // Use it with an http.Server: wrap the listener with Limiter.Listener and set the server's
 // ConnState to Limiter.ConnState, which tells the limiter which connections are idle.
@@ -92,7 +95,10 @@ func (l *Limiter) ConnState(c net.Conn, s http.ConnState) {
 		return
 	}
 	switch s {
-	case http.StateNew, http.StateIdle:
+	case http.StateNew:
+		tc.setIdle(true)
+	case http.StateIdle:
+		tc.kept.Store(true) // answered and kept open: a client the server serves
 		tc.setIdle(true)
 	case http.StateActive, http.StateHijacked:
 		tc.setIdle(false)
@@ -169,19 +175,29 @@ func countClient(cs []*Conn, client string) int {
 	return n
 }
 
-// oldestIdleLocked returns the idle connection idle the longest, of client when client is
-// not empty; nil when there is none.
+// oldestIdleLocked returns the idle connection to evict, of client when client is not empty;
+// nil when there is none. Connections that never completed a request (a stranger's, or one
+// still to authenticate) go first, the one idle the longest; then idle keep-alive
+// connections, which completed a request and were kept open (refusals close theirs, so these
+// are clients the server serves), the one idle the longest.
 func (l *Limiter) oldestIdleLocked(client string) *Conn {
-	var best *Conn
+	var stranger, kept *Conn
 	for c := range l.conns {
 		if !c.idle.Load() || (client != "" && c.client != client) {
 			continue
 		}
-		if best == nil || c.idleSince().Before(best.idleSince()) {
-			best = c
+		best := &stranger
+		if c.kept.Load() {
+			best = &kept
+		}
+		if *best == nil || c.idleSince().Before((*best).idleSince()) {
+			*best = c
 		}
 	}
-	return best
+	if stranger != nil {
+		return stranger
+	}
+	return kept
 }
 
 // removeLocked forgets c; it reports whether c was still registered.
@@ -203,6 +219,7 @@ type Conn struct {
 	client string
 
 	idle      atomic.Bool
+	kept      atomic.Bool // has completed a request and been kept open (StateIdle)
 	mu        sync.Mutex
 	since     time.Time // when it last became idle
 	closeOnce sync.Once

@@ -258,3 +258,55 @@ func TestDontDrain(t *testing.T) {
 		t.Fatalf("the server kept the connection open after refusing: %v", err)
 	}
 }
+
+// A connection that never completed a request (a stranger's, or one still to authenticate)
+// gives way before an idle keep-alive connection that did (a working client's: refusals close
+// their connection), even when the keep-alive one has been idle longer.
+func TestLimiterEvictsStrangersFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits Limits
+		client []string // of the working connection, the two strangers, the newcomer
+	}{
+		{name: "listener cap", limits: Limits{MaxConns: 3, MaxPerClient: 3}, client: []string{"a", "b", "c", "d"}},
+		{name: "client cap", limits: Limits{MaxConns: 10, MaxPerClient: 3}, client: []string{"a", "a", "a", "a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(tc.limits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			working := &fakeConn{remote: fakeAddr(tc.client[0] + ":1")}
+			wc := l.admit(working)
+			l.ConnState(wc, http.StateNew)
+			l.ConnState(wc, http.StateActive)
+			l.ConnState(wc, http.StateIdle) // served a request, kept alive: idle the longest
+			time.Sleep(2 * time.Millisecond)
+			var strangers []*fakeConn
+			for i := 1; i <= 2; i++ {
+				fc := &fakeConn{remote: fakeAddr(tc.client[i] + ":2")}
+				c := l.admit(fc)
+				l.ConnState(c, http.StateNew)
+				strangers = append(strangers, fc)
+				time.Sleep(2 * time.Millisecond)
+			}
+			for i := 0; i < 2; i++ { // two newcomers: both strangers go, the working one stays
+				c := l.admit(&fakeConn{remote: fakeAddr(tc.client[3] + ":3")})
+				if c == nil {
+					t.Fatalf("newcomer %d refused", i)
+				}
+				l.ConnState(c, http.StateActive) // busy: only the working one is idle after
+				if working.closed {
+					t.Fatalf("newcomer %d: the served keep-alive connection was evicted before a stranger", i)
+				}
+				if !strangers[i].closed {
+					t.Fatalf("newcomer %d: the oldest stranger was not evicted", i)
+				}
+			}
+			// With no stranger left, the keep-alive connection gives way too.
+			if l.admit(&fakeConn{remote: fakeAddr(tc.client[3] + ":4")}) == nil || !working.closed {
+				t.Fatal("an idle keep-alive connection did not give way once no stranger was left")
+			}
+		})
+	}
+}
