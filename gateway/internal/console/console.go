@@ -263,18 +263,19 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusForbidden, "Refused: this request did not come from the console.")
 		return
 	}
-	host := clientHost(r)
-	if c.failures.blocked(host) {
-		c.log.Warn("console: sign-in refused: too many failures", "remote", r.RemoteAddr)
-		w.Header().Set("Retry-After", "60")
-		c.render(w, r, http.StatusTooManyRequests, "signin", page{Title: "Sign in", Error: "Too many failed sign-ins from this address; wait a minute."})
-		return
-	}
+	// A valid token signs in at once, whatever failed before it from the
+	// same address; only failures wait (limit.go).
 	token := r.PostFormValue("token")
 	name, ok := c.deps.Operators.Authenticate(token)
 	if !ok {
-		c.failures.fail(host)
-		c.log.Warn("console: sign-in refused", "remote", r.RemoteAddr)
+		host := clientHost(r)
+		d := c.failures.fail(host)
+		c.log.Warn("console: sign-in refused", "remote", r.RemoteAddr, "delay", d)
+		if !c.failures.wait(r.Context(), d) {
+			w.Header().Set("Retry-After", "5")
+			c.render(w, r, http.StatusTooManyRequests, "signin", page{Title: "Sign in", Error: "That is not a valid operator token. Too many failed sign-ins are waiting right now; try again in a few seconds."})
+			return
+		}
 		c.render(w, r, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: "That is not a valid operator token."})
 		return
 	}
