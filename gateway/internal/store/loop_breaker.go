@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"ironcurtain.dev/gateway/internal/loopguard"
+)
+
+// LoopBreaker keeps the loop breaker's per-session state in Postgres
+// (loop_breaker_sessions and loop_breaker_digests, migration 0010), so a
+// session's calls on every replica count together and a pause or cooldown
+// holds on every replica. It reads a paused session's escalation with its
+// state (loopguard.State.Pause), so a pause ends from its escalation's
+// decision on whichever replica sees the session next. It satisfies
+// loopguard.Store and loopguard.Sweeper.
+type LoopBreaker struct {
+	Pool *pgxpool.Pool
+}
+
+var (
+	_ loopguard.Store   = LoopBreaker{}
+	_ loopguard.Sweeper = LoopBreaker{}
+)
+
+// loadLoopState locks (creating) the session's row and reads it with the
+// pause's escalation and the digest's counter, in one statement.
+const loadLoopState = `
+WITH s AS (
+    INSERT INTO loop_breaker_sessions AS t (session_id, last_seen) VALUES ($1, $2)
+    ON CONFLICT (session_id) DO UPDATE SET last_seen = greatest(t.last_seen, $2)
+    RETURNING *
+)
+SELECT s.state, s.limit_name, s.reason, s.escalation_id, s.paused_at, s.until, s.minute,
+       s.calls_cur, s.calls_prev, s.denials, s.first_denial, s.last_denial, s.generation,
+       e.id IS NOT NULL, coalesce(e.status, ''), e.decided_at
+  FROM s
+  LEFT JOIN escalations e ON s.state = 'paused' AND s.escalation_id <> '' AND e.id = s.escalation_id`
+
+// loadLoopCounter reads the digest's counter. It is a statement of its
+// own, after the row lock: its snapshot then sees what the previous holder
+// of the lock committed (in the locking statement it would not).
+const loadLoopCounter = `SELECT generation, first_at, n FROM loop_breaker_digests WHERE session_id = $1 AND digest = $2`
+
+const saveLoopState = `
+UPDATE loop_breaker_sessions SET state = $2, limit_name = $3, reason = $4, escalation_id = $5, paused_at = $6,
+       until = $7, minute = $8, calls_cur = $9, calls_prev = $10, denials = $11, first_denial = $12,
+       last_denial = $13, generation = $14
+ WHERE session_id = $1`
+
+func tsOrNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+func fromTS(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time
+}
+
+// Update implements loopguard.Store: one transaction holding the session's
+// row lock (every replica's Update of the session waits for it).
+func (l LoopBreaker) Update(ctx context.Context, session string, now time.Time, digest *[32]byte, fn func(*loopguard.State, *loopguard.Counter)) error {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	var dg []byte
+	if digest != nil {
+		dg = digest[:]
+	}
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		var (
+			st                                              loopguard.State
+			pausedAt, until, minute, firstDen, lastDen, dec pgtype.Timestamptz
+			dgen                                            pgtype.Int8
+			dfirst                                          pgtype.Timestamptz
+			dn                                              int
+		)
+		err := tx.QueryRow(ctx, loadLoopState, session, now).Scan(
+			&st.Status, &st.Limit, &st.Reason, &st.EscalationID, &pausedAt, &until, &minute,
+			&st.Cur, &st.Prev, &st.Denials, &firstDen, &lastDen, &st.Generation,
+			&st.Pause.Found, &st.Pause.Status, &dec)
+		if err != nil {
+			return fmt.Errorf("reading: %w", err)
+		}
+		if digest != nil {
+			err = tx.QueryRow(ctx, loadLoopCounter, session, dg).Scan(&dgen, &dfirst, &dn)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("reading the identical-call counter: %w", err)
+			}
+		}
+		st.PausedAt, st.Until, st.Minute = fromTS(pausedAt), fromTS(until), fromTS(minute)
+		st.FirstDenial, st.LastDenial, st.Pause.DecidedAt = fromTS(firstDen), fromTS(lastDen), fromTS(dec)
+		st.Pause.Known = true
+		var c loopguard.Counter
+		if dgen.Valid && dgen.Int64 == st.Generation {
+			c = loopguard.Counter{First: fromTS(dfirst), N: dn}
+		}
+		gen := st.Generation
+		fn(&st, &c)
+		if st.Status == "" {
+			st.Status = loopguard.StatusRunning
+		}
+		b := &pgx.Batch{}
+		b.Queue(saveLoopState, session, st.Status, st.Limit, st.Reason, st.EscalationID, tsOrNil(st.PausedAt),
+			tsOrNil(st.Until), tsOrNil(st.Minute), st.Cur, st.Prev, st.Denials, tsOrNil(st.FirstDenial),
+			tsOrNil(st.LastDenial), st.Generation)
+		if st.Generation != gen {
+			b.Queue(`DELETE FROM loop_breaker_digests WHERE session_id = $1`, session)
+		}
+		if digest != nil && c.N > 0 {
+			b.Queue(`INSERT INTO loop_breaker_digests (session_id, digest, generation, first_at, n) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (session_id, digest) DO UPDATE SET generation = $3, first_at = $4, n = $5`, session, dg, st.Generation, c.First, c.N)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("saving: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("loop breaker state of session %s: %w", session, err)
+	}
+	return nil
+}
+
+// Sweep implements loopguard.Sweeper: it forgets identical-call counters
+// outside the window or of an older generation, and sessions running or
+// cooled down (cooldown over) unseen for an hour. Paused sessions stay:
+// their escalation still decides them.
+func (l LoopBreaker) Sweep(ctx context.Context, now time.Time, identicalWindow time.Duration) error {
+	_, err := l.Pool.Exec(ctx, `
+DELETE FROM loop_breaker_digests d USING loop_breaker_sessions s
+ WHERE d.session_id = s.session_id AND (d.first_at < $1 OR d.generation <> s.generation)`, now.Add(-identicalWindow))
+	if err == nil {
+		_, err = l.Pool.Exec(ctx, `
+DELETE FROM loop_breaker_sessions
+ WHERE last_seen < $1 AND (state = 'running' OR (state = 'cooling' AND until < $2))`, now.Add(-time.Hour), now)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("sweeping the loop breaker's state: %w", err)
+	}
+	return err
+}
