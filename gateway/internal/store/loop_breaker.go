@@ -25,9 +25,29 @@ type LoopBreaker struct {
 }
 
 var (
-	_ loopguard.Store   = LoopBreaker{}
-	_ loopguard.Sweeper = LoopBreaker{}
+	_ loopguard.Store          = LoopBreaker{}
+	_ loopguard.Sweeper        = LoopBreaker{}
+	_ loopguard.OutcomeCounter = LoopBreaker{}
 )
+
+// CountOutcome implements loopguard.OutcomeCounter: After's count in one
+// statement (a running session only; the row lock orders it with Update).
+func (l LoopBreaker) CountOutcome(ctx context.Context, session string, o loopguard.Outcome, now time.Time) error {
+	var err error
+	switch o {
+	case loopguard.Ran:
+		_, err = l.Pool.Exec(ctx, `UPDATE loop_breaker_sessions SET denials = 0 WHERE session_id = $1 AND state = 'running' AND denials <> 0`, session)
+	case loopguard.Denied:
+		_, err = l.Pool.Exec(ctx, `
+UPDATE loop_breaker_sessions SET first_denial = CASE WHEN denials = 0 THEN $2 ELSE first_denial END,
+       last_denial = $2, denials = denials + 1
+ WHERE session_id = $1 AND state = 'running'`, session, now)
+	}
+	if err != nil {
+		return fmt.Errorf("loop breaker: counting an outcome of session %s: %w", session, err)
+	}
+	return nil
+}
 
 // loadLoopState locks (creating) the session's row and reads it with the
 // pause's escalation and the digest's counter, in one statement.
@@ -86,18 +106,24 @@ func (l LoopBreaker) Update(ctx context.Context, session string, now time.Time, 
 			dfirst                                          pgtype.Timestamptz
 			dn                                              int
 		)
-		err := tx.QueryRow(ctx, loadLoopState, session, now).Scan(
-			&st.Status, &st.Limit, &st.Reason, &st.EscalationID, &pausedAt, &until, &minute,
-			&st.Cur, &st.Prev, &st.Denials, &firstDen, &lastDen, &st.Generation,
-			&st.Pause.Found, &st.Pause.Status, &dec)
-		if err != nil {
-			return fmt.Errorf("reading: %w", err)
-		}
+		// One round trip: the batch's statements run one after the other,
+		// so the counter's read starts after the row lock is held.
+		load := &pgx.Batch{}
+		load.Queue(loadLoopState, session, now).QueryRow(func(r pgx.Row) error {
+			return r.Scan(&st.Status, &st.Limit, &st.Reason, &st.EscalationID, &pausedAt, &until, &minute,
+				&st.Cur, &st.Prev, &st.Denials, &firstDen, &lastDen, &st.Generation,
+				&st.Pause.Found, &st.Pause.Status, &dec)
+		})
 		if digest != nil {
-			err = tx.QueryRow(ctx, loadLoopCounter, session, dg).Scan(&dgen, &dfirst, &dn)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("reading the identical-call counter: %w", err)
-			}
+			load.Queue(loadLoopCounter, session, dg).QueryRow(func(r pgx.Row) error {
+				if err := r.Scan(&dgen, &dfirst, &dn); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return err
+				}
+				return nil
+			})
+		}
+		if err := tx.SendBatch(ctx, load).Close(); err != nil {
+			return fmt.Errorf("reading: %w", err)
 		}
 		st.PausedAt, st.Until, st.Minute = fromTS(pausedAt), fromTS(until), fromTS(minute)
 		st.FirstDenial, st.LastDenial, st.Pause.DecidedAt = fromTS(firstDen), fromTS(lastDen), fromTS(dec)
