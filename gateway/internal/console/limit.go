@@ -14,27 +14,35 @@ import (
 // sign-in's answer waits failDelay(n), where n counts the failures from the
 // same address with no failWindow-long pause between them: the first
 // freeFailures answer at once (typos), then 250 ms, doubling up to 4 s.
-// At most maxHeld failed sign-ins wait at once over all addresses; beyond
-// that a failure is answered 429 at once (goroutines and connections stay
-// bounded). Operator tokens are long random secrets and are compared in
+// Over all addresses the same holds with globalFreeFailures per failWindow
+// (many addresses guessing at once are slowed too). At most maxHeld failed
+// sign-ins wait at once; beyond that a failure is answered 429 at once
+// (goroutines and connections stay bounded). Operator tokens are long random secrets and are compared in
 // constant time (opsapi.Operators.Authenticate); this only keeps a guesser
 // slow and the log readable.
 const (
 	freeFailures = 3
-	baseDelay    = 250 * time.Millisecond
-	maxDelay     = 4 * time.Second
-	failWindow   = time.Minute
-	maxHeld      = 32
-	maxFailHosts = 10000
+	// globalFreeFailures: failures per failWindow over all addresses
+	// before every failure waits.
+	globalFreeFailures = 30
+	baseDelay          = 250 * time.Millisecond
+	maxDelay           = 4 * time.Second
+	failWindow         = time.Minute
+	maxHeld            = 32
+	maxFailHosts       = 10000
 )
 
 // failDelay is how long the answer to an address's n-th failure waits.
-func failDelay(n int) time.Duration {
-	if n <= freeFailures {
+func failDelay(n int) time.Duration { return backoff(n, freeFailures) }
+
+// backoff is 0 for the first free failures, then baseDelay doubling up to
+// maxDelay.
+func backoff(n, free int) time.Duration {
+	if n <= free {
 		return 0
 	}
 	d := baseDelay
-	for i := freeFailures + 1; i < n && d < maxDelay; i++ {
+	for i := free + 1; i < n && d < maxDelay; i++ {
 		d *= 2
 	}
 	return min(d, maxDelay)
@@ -45,6 +53,9 @@ type failLimiter struct {
 	hosts map[string]*failCount
 	now   func() time.Time
 	held  chan struct{} // one slot per failure waiting out its delay
+	// all counts the failures over every address (its since: the start of
+	// the current failWindow).
+	all failCount
 	// sleep waits d or until ctx ends (tests replace it).
 	sleep func(ctx context.Context, d time.Duration)
 }
@@ -98,7 +109,11 @@ func (l *failLimiter) fail(host string) time.Duration {
 	}
 	f.n++
 	f.last = now
-	return failDelay(f.n)
+	if now.Sub(l.all.last) > failWindow {
+		l.all = failCount{last: now}
+	}
+	l.all.n++
+	return max(failDelay(f.n), backoff(l.all.n, globalFreeFailures))
 }
 
 // wait holds a failed sign-in's answer for d. It reports false, at once,

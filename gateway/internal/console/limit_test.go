@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -145,12 +146,8 @@ func TestSignInWaitsBounded(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if code := signInFrom(w, "10.0.0.9:1", "wrong-token-wrong-token-wrong"); code != http.StatusUnauthorized {
-		t.Fatalf("a first failure (no delay) from another address: %d, want 401", code)
-	}
-	for range freeFailures {
-		signInFrom(w, "10.0.0.9:1", "wrong-token-wrong-token-wrong")
-	}
+	// Another address's failure: past the global free failures, it would
+	// wait, and no slot is free.
 	if code := signInFrom(w, "10.0.0.9:1", "wrong-token-wrong-token-wrong"); code != http.StatusTooManyRequests {
 		t.Fatalf("a failure beyond %d waiting: %d, want 429", maxHeld, code)
 	}
@@ -164,5 +161,34 @@ func TestSignInWaitsBounded(t *testing.T) {
 		if c != http.StatusUnauthorized {
 			t.Fatalf("a held failure answered %d, want 401", c)
 		}
+	}
+}
+
+// TestSignInFailuresSlowedGlobally: many addresses failing at once are
+// slowed too (each one's first failures are free, their sum is not); a
+// valid token still signs in at once.
+func TestSignInFailuresSlowedGlobally(t *testing.T) {
+	w := newWorld(t, "x")
+	now := t0
+	w.c.now = func() time.Time { return now }
+	w.c.failures.now = w.c.now
+	d := &delays{}
+	w.c.failures.sleep = d.sleep
+	for i := range globalFreeFailures + 2 {
+		signInFrom(w, "10.1.0."+strconv.Itoa(i)+":1", "wrong-token-wrong-token-wrong")
+	}
+	if got := d.all(); len(got) != 2 || got[0] != baseDelay || got[1] != 2*baseDelay {
+		t.Fatalf("delays %v, want [%v %v] after %d free failures over all addresses", got, baseDelay, 2*baseDelay, globalFreeFailures)
+	}
+	if code := signInFrom(w, "10.1.0.1:1", operatorToken); code != http.StatusSeeOther {
+		t.Fatalf("the valid token: %d", code)
+	}
+	if got := d.all(); len(got) != 2 {
+		t.Fatalf("a valid sign-in waited: %v", got)
+	}
+	now = now.Add(failWindow + time.Second)
+	signInFrom(w, "10.1.9.9:1", "wrong-token-wrong-token-wrong")
+	if got := d.all(); len(got) != 2 {
+		t.Fatalf("after a quiet window the global count did not start over: %v", got)
 	}
 }
