@@ -160,17 +160,20 @@ ON CONFLICT (session_id, digest) DO UPDATE SET generation = $3, first_at = $4, n
 }
 
 // Sweep implements loopguard.Sweeper: it forgets identical-call counters
-// outside the window or of an older generation, and sessions running or
-// cooled down (cooldown over) unseen for an hour. Paused sessions stay:
-// their escalation still decides them.
+// outside the window or of an older generation, sessions running or cooled
+// down (cooldown over) unseen for an hour, and paused sessions unseen for a
+// day whose escalation is no longer pending (a pending one still decides
+// its session).
 func (l LoopBreaker) Sweep(ctx context.Context, now time.Time, identicalWindow time.Duration) error {
 	_, err := l.Pool.Exec(ctx, `
 DELETE FROM loop_breaker_digests d USING loop_breaker_sessions s
  WHERE d.session_id = s.session_id AND (d.first_at < $1 OR d.generation <> s.generation)`, now.Add(-identicalWindow))
 	if err == nil {
 		_, err = l.Pool.Exec(ctx, `
-DELETE FROM loop_breaker_sessions
- WHERE last_seen < $1 AND (state = 'running' OR (state = 'cooling' AND until < $2))`, now.Add(-time.Hour), now)
+DELETE FROM loop_breaker_sessions s
+ WHERE (s.last_seen < $1 AND (s.state = 'running' OR (s.state = 'cooling' AND s.until < $2)))
+    OR (s.state = 'paused' AND s.last_seen < $3 AND NOT EXISTS (
+        SELECT 1 FROM escalations e WHERE e.id = s.escalation_id AND e.status = 'pending'))`, now.Add(-time.Hour), now, now.Add(-24*time.Hour))
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("sweeping the loop breaker's state: %w", err)

@@ -209,3 +209,56 @@ func BenchmarkLoopBreakerBefore(b *testing.B) {
 		g.After("bench", loopguard.Ran, now)
 	}
 }
+
+// TestLoopBreakerSweep: stale state is forgotten; a paused session whose
+// escalation is pending, a cooling session and fresh counters stay.
+func TestLoopBreakerSweep(t *testing.T) {
+	db := pgtest.New(t, pgtest.Migrated())
+	ctx := context.Background()
+	lb := store.LoopBreaker{Pool: db.Pool}
+	g, err := loopguard.NewShared(loopguard.Config{IdenticalCalls: 1}, nil, lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	old := now.Add(-25 * time.Hour)
+	d := loopguard.Digest("t", nil)
+	g.Before("idle", "t", d, old)                            // running, unseen for a day
+	g.Before("fresh", "t", d, now)                           // running, seen now
+	g.Before("paused-pending", "t", d, old)                  // paused behind a pending escalation
+	g.Before("paused-pending", "t", d, old.Add(time.Second)) // trips
+	g.Before("paused-decided", "t", d, old)                  // paused, its escalation decided
+	g.Before("paused-decided", "t", d, old.Add(time.Second)) // trips
+	for s, st := range map[string]string{"paused-pending": "pending", "paused-decided": "denied"} {
+		if err := g.Escalated(s, "esc-"+s); err != nil {
+			t.Fatal(err)
+		}
+		pauseEscalation(t, db, "esc-"+s, s, st, now)
+	}
+	// Escalated touched last_seen: age the rows again.
+	if _, err := db.Pool.Exec(ctx, `UPDATE loop_breaker_sessions SET last_seen = $1 WHERE session_id <> 'fresh'`, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Sweep(ctx, now, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	rows, err := db.Pool.Query(ctx, `SELECT session_id FROM loop_breaker_sessions ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, s)
+	}
+	if len(left) != 2 || left[0] != "fresh" || left[1] != "paused-pending" {
+		t.Fatalf("after the sweep: %v, want [fresh paused-pending]", left)
+	}
+	var digests int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM loop_breaker_digests`).Scan(&digests); err != nil || digests != 1 {
+		t.Fatalf("digests after the sweep: %d %v, want fresh's only", digests, err)
+	}
+}
