@@ -337,14 +337,23 @@ func (g *Guard) maybeSweep(now time.Time) {
 // Digest) at now and says whether it may proceed.
 func (g *Guard) Before(session, tool string, digest [32]byte, now time.Time) Check {
 	var chk Check
-	err := g.update(session, now, &digest, func(s *State, c *Counter) {
-		chk = g.before(s, c, tool, now)
+	if m, ok := g.store.(*memStore); ok {
+		// In memory: no timeout, nothing escapes (the hot path of every
+		// call; BenchmarkBefore).
+		m.update(session, now, &digest, func(s *State, c *Counter) { chk = g.before(s, c, tool, now) })
+		return chk
+	}
+	// What escapes to the store is declared here, so the memory path
+	// above allocates none of it.
+	d, shared := digest, new(Check)
+	err := g.update(session, now, &d, func(s *State, c *Counter) {
+		*shared = g.before(s, c, tool, now)
 	})
 	if err != nil {
 		g.m.Refused("unavailable")
 		return Check{Verdict: Unavailable, Reason: "the loop breaker's state could not be read"}
 	}
-	return chk
+	return *shared
 }
 
 func (g *Guard) before(s *State, c *Counter, tool string, now time.Time) Check {
@@ -542,6 +551,7 @@ type memSession struct {
 	lastSeen time.Time
 	st       State
 	digests  map[[32]byte]Counter
+	scratch  Counter // the counter an update works on
 }
 
 func newMemStore(maxSessions int, window time.Duration) *memStore {
@@ -556,6 +566,11 @@ func (m *memStore) len() int {
 
 // Update implements Store.
 func (m *memStore) Update(_ context.Context, session string, now time.Time, digest *[32]byte, fn func(*State, *Counter)) error {
+	m.update(session, now, digest, fn)
+	return nil
+}
+
+func (m *memStore) update(session string, now time.Time, digest *[32]byte, fn func(*State, *Counter)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ms := m.sessions[session]
@@ -569,12 +584,13 @@ func (m *memStore) Update(_ context.Context, session string, now time.Time, dige
 	if !now.IsZero() {
 		ms.lastSeen = now
 	}
-	var c Counter
+	c := &ms.scratch // the session's own: held under m.mu, no allocation per call
+	*c = Counter{}
 	if digest != nil {
-		c = ms.digests[*digest]
+		*c = ms.digests[*digest]
 	}
 	gen := ms.st.Generation
-	fn(&ms.st, &c)
+	fn(&ms.st, c)
 	if ms.st.Generation != gen {
 		clear(ms.digests)
 	}
@@ -582,9 +598,8 @@ func (m *memStore) Update(_ context.Context, session string, now time.Time, dige
 		if _, ok := ms.digests[*digest]; !ok && len(ms.digests) >= MaxDigests {
 			ms.pruneDigests(now, m.window)
 		}
-		ms.digests[*digest] = c
+		ms.digests[*digest] = *c
 	}
-	return nil
 }
 
 // pruneDigests drops expired counters; when none expired, it drops them all
