@@ -153,6 +153,11 @@ test-e2e: ## the end-to-end suite against the real images (builds them first; ne
 	@$(MAKE) images OFFLINE=$(offline); \
 	$(E2E_ENV) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
 
+.PHONY: screenshots
+screenshots: ## refresh docs/console/*.png: the e2e console test (headless Chromium) writes them there (test runs use a temp dir)
+	@$(MAKE) images OFFLINE=$(offline); \
+	$(E2E_ENV) IC_E2E_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) -run '^TestConsole$$' ./e2e
+
 .PHONY: fuzz
 fuzz: ## run every fuzzer (or those matching FUZZ=regexp) for FUZZTIME (default 10s), one at a time
 	@found=0; \

@@ -114,8 +114,8 @@ new MutationObserver(function () {
 // the operator approves it in the page; the agent finishes; the timeline
 // shows the calls with their egress events and the chain verifies; the
 // agent's XSS payload is shown as inert text (no script ran, no CSP
-// violation); a cross-site form post is refused. Screenshots go to
-// docs/console/.
+// violation); a cross-site form post is refused. Screenshots go to a
+// temporary directory, or to $IC_E2E_SCREENSHOTS (`make screenshots`).
 func TestConsole(t *testing.T) {
 	chrome := chromiumPath(t)
 	s := topology(t)
@@ -346,17 +346,18 @@ func TestConsole(t *testing.T) {
 	t.Logf("browser log: %d entries", len(logs.all()))
 }
 
-// screenshotDir is docs/console of the repository (IC_E2E_SCREENSHOTS
-// overrides it).
+// envScreenshots names the directory TestConsole writes its screenshots
+// to. Unset, they go to a temporary directory (a test run never changes the
+// tracked files); `make screenshots` sets it to docs/console to refresh the
+// images of docs/console.md.
+const envScreenshots = "IC_E2E_SCREENSHOTS"
+
+// screenshotDir is $IC_E2E_SCREENSHOTS, or a temporary directory of t.
 func screenshotDir(t *testing.T) string {
-	if d := os.Getenv("IC_E2E_SCREENSHOTS"); d != "" {
+	if d := os.Getenv(envScreenshots); d != "" {
 		return d
 	}
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(root, "docs", "console")
+	return t.TempDir()
 }
 
 // get runs one action and returns its value.

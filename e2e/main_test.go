@@ -20,6 +20,7 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"ironcurtain.dev/e2e/internal/stack"
+	"ironcurtain.dev/e2e/internal/tcenv"
 )
 
 // Environment variables the suite reads. The Makefile's test-e2e sets the
@@ -57,13 +58,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if _, set := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !set {
-		// The reaper image cannot be pulled without a registry (and
-		// testcontainers reads this once, with its first client): the
-		// stack removes what it creates, and ReapLeftovers what a killed
-		// run left behind.
-		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	}
+	// The reaper image cannot be pulled without a registry: the stack
+	// removes what it creates, and ReapLeftovers what a killed run left
+	// behind.
+	tcenv.NoReaper()
 	if os.Getenv(envVerbose) != "1" {
 		tclog.SetDefault(tclog.NewNoopLogger())
 	}

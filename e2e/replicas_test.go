@@ -99,6 +99,8 @@ func requireOK(t *testing.T, what string, rep probeReport) {
 //     hash chain (`ironcurtain audit verify` on both replicas);
 //   - an MCP session id of one replica is refused by the other;
 //   - audited calls per second through one replica and through two;
+//   - state shared in Postgres: a loop broken on A is broken on B, a
+//     console sign-in on A works on B, one auto-approver budget;
 //   - A is killed mid-burst while a call waits for an escalation on it:
 //     every file written has its allow decision row, the waiting call did
 //     not run, the chain verifies, and B serves the session at once.
@@ -140,6 +142,11 @@ func TestReplicas(t *testing.T) {
 	}
 	t.Run("an MCP session opened on one replica is unknown to the other", func(t *testing.T) { foreignSession(t, ctx, b, endpoints) })
 	t.Run("audited calls per second, one replica and two", func(t *testing.T) { throughput(t, ctx, b, endpoints) })
+	// State shared in Postgres (issue 24 item 10): one loop breaker, one
+	// console sign-in, one auto-approver budget.
+	t.Run("a loop broken on A is broken on B", func(t *testing.T) { loopAcross(t, ctx, b, endpoints) })
+	t.Run("a console sign-in on A works on B", func(t *testing.T) { consoleAcross(t, ctx, a, b) })
+	t.Run("one auto-approver budget", func(t *testing.T) { budgetAcross(t, ctx, b) })
 	t.Run("replica A killed mid-call", func(t *testing.T) { killReplica(t, ctx, a, b, endpoints) })
 }
 
@@ -180,6 +187,12 @@ func approveAcross(t *testing.T, ctx context.Context, a, b *stack.Stack, endpoin
 		seen = append(seen, e.ID)
 		if !strings.Contains(string(e.Args), fmt.Sprintf("f-%d.txt", i)) {
 			t.Fatalf("pending escalation %s is for %s, want f-%d.txt", e.ID, e.Args, i)
+		}
+		// Its resource names both paths (the console's RESOURCE column).
+		for _, want := range []string{fmt.Sprintf(`source (read-path+delete-path): %q`, src), fmt.Sprintf(`destination (write-path): %q`, src+".moved")} {
+			if !strings.Contains(e.Resource, want) {
+				t.Errorf("escalation %s resource %q lacks %q", e.ID, e.Resource, want)
+			}
 		}
 		approved := time.Now()
 		d, err := b.Decide(ctx, e.ID, true, "e2e operator approves on replica B", "")

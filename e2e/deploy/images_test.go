@@ -17,9 +17,14 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
+
+	"ironcurtain.dev/e2e/internal/tcenv"
 )
 
 func TestMain(m *testing.M) {
+	// Before any testcontainers client exists: the reaper's image cannot
+	// be pulled without a registry (each test removes what it starts).
+	tcenv.NoReaper()
 	// testcontainers' own progress lines are noise here; the tests say what they check.
 	tclog.SetDefault(tclog.NewNoopLogger())
 	os.Exit(m.Run())

@@ -229,6 +229,7 @@ type Escalation struct {
 	Args           json.RawMessage `json:"args"`
 	Rule           string          `json:"rule"`
 	Reason         string          `json:"reason"`
+	Resource       string          `json:"resource"`
 	Status         string          `json:"status"`
 	DecidedBy      string          `json:"decided_by"`
 	DecisionReason string          `json:"decision_reason"`

@@ -36,6 +36,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"ironcurtain.dev/e2e/internal/pki"
+	"ironcurtain.dev/e2e/internal/tcenv"
 )
 
 // Host names of the suite's internet container (network aliases on the
@@ -162,11 +163,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	if _, set := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !set {
-		// The reaper image cannot be pulled without a registry; Close and
-		// ReapLeftovers clean up instead.
-		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	}
+	// The reaper image cannot be pulled without a registry; Close and
+	// ReapLeftovers clean up instead. (Test packages call this from their
+	// TestMain already: testcontainers reads it with its first client.)
+	tcenv.NoReaper()
 	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to Docker: %w", err)

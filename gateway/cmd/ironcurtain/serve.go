@@ -177,7 +177,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		return err
 	}
 	scan.bind(srvs)
-	loop, err := loopGuard(cfg, reg) // serve_loopbreaker.go
+	loop, err := loopGuard(cfg, reg, st.pool) // serve_loopbreaker.go
 	if err != nil {
 		return err
 	}

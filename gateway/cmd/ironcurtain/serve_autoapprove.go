@@ -10,6 +10,7 @@ import (
 	"ironcurtain.dev/gateway/internal/autoapprove"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/llmrelay"
+	"ironcurtain.dev/gateway/internal/store"
 )
 
 // startAutoApprover installs the auto-approver on the escalator when
@@ -49,7 +50,7 @@ func startAutoApprover(ctx context.Context, cfg *config.Config, getenv func(stri
 		Price: func(model string, in, out int64) (float64, bool) {
 			return llmrelay.EstimateCost(prices, model, in, out)
 		},
-	}, autoapprove.Deps{History: autoapprove.PGHistory{Pool: st.pool}, Registerer: reg, Logger: log.With("component", "autoapprove")})
+	}, autoapprove.Deps{History: autoapprove.PGHistory{Pool: st.pool}, Budget: store.AutoApproverBudget{Pool: st.pool}, Registerer: reg, Logger: log.With("component", "autoapprove")})
 	if err != nil {
 		return fmt.Errorf("%s: escalation.auto_approver: %w", cfg.File(), err)
 	}
@@ -58,7 +59,9 @@ func startAutoApprover(ctx context.Context, cfg *config.Config, getenv func(stri
 	if err != nil {
 		return fmt.Errorf("starting the auto-approver: %w", err)
 	}
-	a.Seed(spend)
+	if err := a.Seed(ctx, spend); err != nil { // one budget for every replica
+		return fmt.Errorf("starting the auto-approver: %w", err)
+	}
 	st.pg.SetReviewer(a)
 	log.Info("auto-approver enabled: rule escalations are shown to a model first, which may approve or leave them to a human",
 		"provider", up.Provider, "model", ac.Model, "calls_today", spend.Calls, "max_calls_per_day", ac.Budget.MaxCallsPerDay)

@@ -13,6 +13,7 @@ import (
 	"ironcurtain.dev/gateway/internal/console"
 	"ironcurtain.dev/gateway/internal/opsapi"
 	"ironcurtain.dev/gateway/internal/session/minted"
+	"ironcurtain.dev/gateway/internal/store"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -26,6 +27,7 @@ func consoleHandler(st *storage, operators *opsapi.Operators, pol opsapi.PolicyR
 		Escalations: st.pg,
 		Watch:       st.pg.Watch,
 		Store:       console.PGStore{Pool: st.pool},
+		SignIns:     store.ConsoleSessions{Pool: st.pool}, // shared by every replica
 		Logger:      log,
 	}
 	if st.minted != nil {

@@ -12,6 +12,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/llmrelay"
+	"ironcurtain.dev/gateway/internal/store"
 )
 
 // historyTimeout bounds reading the session's recent decisions.
@@ -36,7 +37,10 @@ type Config struct {
 
 // Deps are the Approver's collaborators.
 type Deps struct {
-	History    History // required
+	History History // required
+	// Budget keeps the daily budget shared by every replica
+	// (store.AutoApproverBudget); nil: this process's alone.
+	Budget     BudgetStore
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 	Now        func() time.Time // nil: time.Now
@@ -48,6 +52,7 @@ type Approver struct {
 	client  *client
 	history History
 	ledger  *ledger
+	shared  BudgetStore // nil: the ledger keeps the budget
 	m       *metrics
 	log     *slog.Logger
 	now     func() time.Time
@@ -91,7 +96,7 @@ func New(cfg Config, d Deps) (*Approver, error) {
 	}
 	return &Approver{
 		cfg: cfg, client: newClient(cfg.Upstream, cfg.Model, cfg.MaxOutputTokens), history: d.History,
-		ledger: newLedger(cfg.Budget, cfg.RatePerMinute, cfg.MaxConcurrent), m: m, log: log, now: now,
+		ledger: newLedger(cfg.Budget, cfg.RatePerMinute, cfg.MaxConcurrent), shared: d.Budget, m: m, log: log, now: now,
 	}, nil
 }
 
@@ -102,10 +107,19 @@ func (a *Approver) Close() error {
 }
 
 // Seed adds spend already recorded today (escalation.PG.AutoSpentSince of
-// the UTC day's start) to the daily budget.
-func (a *Approver) Seed(s escalation.AutoSpend) {
+// the UTC day's start) to the daily budget. With a shared budget it sets
+// the day's spend only when no replica has counted the day yet.
+func (a *Approver) Seed(ctx context.Context, s escalation.AutoSpend) error {
+	if a.shared != nil {
+		if err := a.shared.Seed(ctx, a.DayStart(), store.DaySpend{Calls: s.Calls, Tokens: s.Tokens, CostUSD: s.CostUSD}); err != nil {
+			return err
+		}
+		a.publishSpend()
+		return nil
+	}
 	a.ledger.seed(a.now(), s.Calls, s.Tokens, s.CostUSD)
 	a.publishSpend()
+	return nil
 }
 
 // DayStart is the start of the current UTC day, the budget's period.
@@ -152,11 +166,16 @@ func (a *Approver) review(ctx context.Context, req escalation.Request) escalatio
 	if err != nil {
 		return human(escalation.OutcomeError, "the call could not be rendered for the model")
 	}
-	switch a.ledger.reserve(a.now()) {
+	switch a.ledger.reserve(a.now(), a.shared != nil) {
 	case "budget":
 		return human(escalation.OutcomeBudget, "the auto-approver's daily budget is spent")
 	case "rate_limited":
 		return human(escalation.OutcomeRateLimited, "the auto-approver's rate limit was reached")
+	}
+	day := a.DayStart()
+	if v, ok := a.reserveShared(ctx, req, day); !ok {
+		a.ledger.charge(a.now(), 0, 0) // frees the concurrency slot
+		return v
 	}
 	mctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	r, err := a.client.complete(mctx, p)
@@ -164,6 +183,7 @@ func (a *Approver) review(ctx context.Context, req escalation.Request) escalatio
 	cancel()
 	tokens, cost := a.usage(p, r)
 	a.ledger.charge(a.now(), tokens, cost)
+	a.chargeShared(ctx, req, day, tokens, cost)
 	a.m.tokens.Add(float64(tokens))
 	a.m.cost.Add(cost)
 	a.publishSpend()
@@ -198,6 +218,43 @@ func (a *Approver) usage(p prompt, r reply) (tokens int64, cost float64) {
 	in, out = max(in, 0), max(out, 0)
 	cost, _ = a.cfg.Price(a.cfg.Model, in, out)
 	return in + out, cost
+}
+
+// reserveShared takes one call of the shared daily budget. ok false: the
+// verdict leaves the call to a human (spent, or the budget could not be
+// read: never a model call the budget does not cover).
+func (a *Approver) reserveShared(ctx context.Context, req escalation.Request, day time.Time) (escalation.Verdict, bool) {
+	if a.shared == nil {
+		return escalation.Verdict{}, true
+	}
+	bctx, cancel := context.WithTimeout(ctx, budgetTimeout)
+	s, ok, err := a.shared.Reserve(bctx, day, a.cfg.Budget.CallsPerDay, a.cfg.Budget.TokensPerDay, a.cfg.Budget.CostUSDPerDay)
+	cancel()
+	switch {
+	case err != nil:
+		a.log.Warn("auto-approver: reserving from the shared budget", "call_id", req.CallID, "err", err)
+		return human(escalation.OutcomeError, "the auto-approver's budget could not be checked"), false
+	case !ok:
+		return human(escalation.OutcomeBudget, "the auto-approver's daily budget is spent"), false
+	}
+	a.ledger.set(a.now(), s)
+	return escalation.Verdict{}, true
+}
+
+// chargeShared adds a call's usage to the shared budget. A failure is
+// logged: the call was reserved, so the calls limit still holds.
+func (a *Approver) chargeShared(ctx context.Context, req escalation.Request, day time.Time, tokens int64, cost float64) {
+	if a.shared == nil {
+		return
+	}
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budgetTimeout)
+	s, err := a.shared.Charge(bctx, day, tokens, cost)
+	cancel()
+	if err != nil {
+		a.log.Error("auto-approver: charging the shared budget", "call_id", req.CallID, "tokens", tokens, "cost_usd", cost, "err", err)
+		return
+	}
+	a.ledger.set(a.now(), s)
 }
 
 func (a *Approver) publishSpend() {

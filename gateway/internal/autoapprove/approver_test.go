@@ -275,7 +275,9 @@ func TestReviewBudgets(t *testing.T) {
 	t.Run("seeded from earlier spend", func(t *testing.T) {
 		f := newFakeModel(t, approve)
 		a := newTestApprover(t, f, nil, func(c *Config) { c.Budget.CallsPerDay = 5 })
-		a.Seed(escalation.AutoSpend{Calls: 5})
+		if err := a.Seed(context.Background(), escalation.AutoSpend{Calls: 5}); err != nil {
+			t.Fatal(err)
+		}
 		if v := a.Review(context.Background(), ruleReq()); v.Approve || v.Outcome != escalation.OutcomeBudget || f.calls.Load() != 0 {
 			t.Fatalf("review %+v after the day's budget was seeded as spent (model calls %d)", v, f.calls.Load())
 		}

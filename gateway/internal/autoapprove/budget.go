@@ -1,9 +1,30 @@
 package autoapprove
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"ironcurtain.dev/gateway/internal/store"
 )
+
+// BudgetStore keeps the daily budget where every replica spends from it
+// (store.AutoApproverBudget, in Postgres). Without one (Deps.Budget nil)
+// the budget is this process's alone.
+type BudgetStore interface {
+	// Seed sets the day's spend unless the day is already counted.
+	Seed(ctx context.Context, day time.Time, s store.DaySpend) error
+	// Reserve takes one call when calls, tokens and cost are all below
+	// their limits (ok false: spent).
+	Reserve(ctx context.Context, day time.Time, maxCalls, maxTokens int64, maxCost float64) (store.DaySpend, bool, error)
+	// Charge adds a finished call's usage.
+	Charge(ctx context.Context, day time.Time, tokens int64, cost float64) (store.DaySpend, error)
+}
+
+var _ BudgetStore = store.AutoApproverBudget{}
+
+// budgetTimeout bounds one budget read or write in the shared store.
+const budgetTimeout = 3 * time.Second
 
 // Budget is what the auto-approver may spend per UTC day; every limit is
 // required (> 0).
@@ -57,14 +78,15 @@ func (l *ledger) roll(now time.Time) {
 	}
 }
 
-// reserve takes one call of today's budget, one slot of the rate window and
-// one concurrency slot. outcome is "" on success, else why not; release
-// must be called after a successful reserve.
-func (l *ledger) reserve(now time.Time) (outcome string) {
+// reserve takes one call of today's budget (unless shared: then the
+// BudgetStore keeps it), one slot of the rate window and one concurrency
+// slot. outcome is "" on success, else why not; charge must be called
+// after a successful reserve.
+func (l *ledger) reserve(now time.Time, shared bool) (outcome string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.roll(now)
-	if l.calls >= l.b.CallsPerDay || l.tokens >= l.b.TokensPerDay || l.cost >= l.b.CostUSDPerDay {
+	if !shared && (l.calls >= l.b.CallsPerDay || l.tokens >= l.b.TokensPerDay || l.cost >= l.b.CostUSDPerDay) {
 		return "budget"
 	}
 	if l.running >= l.maxConc {
@@ -90,6 +112,14 @@ func (l *ledger) charge(now time.Time, tokens int64, cost float64) {
 		l.tokens += max(tokens, 0)
 		l.cost += max(cost, 0)
 	}
+}
+
+// set replaces today's counts with the shared store's (for the gauges).
+func (l *ledger) set(now time.Time, s store.DaySpend) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.roll(now)
+	l.calls, l.tokens, l.cost = s.Calls, s.Tokens, s.CostUSD
 }
 
 // spent returns today's counts.

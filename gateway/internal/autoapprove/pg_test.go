@@ -3,10 +3,12 @@ package autoapprove
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/store"
 	"ironcurtain.dev/gateway/internal/store/pgtest"
 )
 
@@ -105,5 +107,74 @@ func TestApproverWithEscalator(t *testing.T) {
 	spent, err := p.AutoSpentSince(ctx, a.DayStart())
 	if err != nil || spent.Calls != 2 || spent.Tokens != 1880 {
 		t.Fatalf("spent %+v, %v", spent, err)
+	}
+}
+
+// TestOneBudgetForTwoReplicas: two approvers (two replicas) on one
+// database spend from one daily budget: concurrent reviews on both make
+// exactly CallsPerDay model calls; the rest are left to a human (budget).
+// A second replica's start-up seed does not count the day again, and an
+// unreachable budget never lets the model be asked.
+func TestOneBudgetForTwoReplicas(t *testing.T) {
+	db := pgtest.New(t, pgtest.Migrated())
+	ctx := context.Background()
+	f := newFakeModel(t, `{"verdict":"approve","reasoning":"fine"}`)
+	const perDay = 5
+	replica := func() *Approver {
+		a, err := New(testConfig(t, f, func(c *Config) { c.Budget.CallsPerDay = perDay; c.MaxConcurrent = 20 }),
+			Deps{History: fakeHistory{}, Budget: store.AutoApproverBudget{Pool: db.Pool}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a, b := replica(), replica()
+	if err := a.Seed(ctx, escalation.AutoSpend{Calls: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Seed(ctx, escalation.AutoSpend{Calls: 1}); err != nil { // the day is counted: no-op
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	verdicts := make(chan escalation.Verdict, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := []*Approver{a, b}[i%2]
+			verdicts <- r.Review(ctx, ruleReq())
+		}()
+	}
+	wg.Wait()
+	close(verdicts)
+	approved, budget := 0, 0
+	for v := range verdicts {
+		switch {
+		case v.Approve:
+			approved++
+		case v.Outcome == escalation.OutcomeBudget:
+			budget++
+		default:
+			t.Errorf("verdict %+v", v)
+		}
+	}
+	if approved != perDay-1 || budget != 20-(perDay-1) || f.calls.Load() != perDay-1 {
+		t.Fatalf("approved %d, budget %d, model calls %d; want %d, %d, %d (one call seeded)", approved, budget, f.calls.Load(), perDay-1, 20-(perDay-1), perDay-1)
+	}
+	var calls, tokens int64
+	if err := db.Pool.QueryRow(ctx, `SELECT calls, tokens FROM auto_approver_budget`).Scan(&calls, &tokens); err != nil {
+		t.Fatal(err)
+	}
+	if calls != perDay || tokens != int64(perDay-1)*940 {
+		t.Fatalf("stored spend: %d calls, %d tokens", calls, tokens)
+	}
+
+	// The budget cannot be read: a human decides, the model is not asked.
+	if _, err := db.Pool.Exec(ctx, `ALTER TABLE auto_approver_budget RENAME TO auto_approver_budget_gone`); err != nil {
+		t.Fatal(err)
+	}
+	before := f.calls.Load()
+	if v := replica().Review(ctx, ruleReq()); v.Approve || v.Outcome != escalation.OutcomeError || f.calls.Load() != before {
+		t.Fatalf("with the budget unreachable: %+v (model calls %d → %d)", v, before, f.calls.Load())
 	}
 }

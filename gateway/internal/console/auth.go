@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"ironcurtain.dev/gateway/internal/store"
 )
 
 // Sign-in sessions of the console (operators, not agents).
@@ -35,18 +38,35 @@ type opSession struct {
 	lastSeen time.Time
 }
 
-// sessionStore keeps console sessions in memory, keyed by the SHA-256 of
-// the random id the cookie holds (the id itself is never stored).
+// SignIns keeps console sessions, keyed by the SHA-256 of the random id
+// the cookie holds (the id itself is never stored). store.ConsoleSessions
+// keeps them in Postgres, shared by every replica (Deps.SignIns); without
+// one they live in this process's memory (memSignIns).
+type SignIns interface {
+	// Create stores a new session, sweeping ended ones and ending the
+	// oldest beyond max.
+	Create(ctx context.Context, digest [sha256.Size]byte, s store.ConsoleSession, idle, maxAge time.Duration, max int) error
+	// Use returns the live session of digest and marks it used at now.
+	Use(ctx context.Context, digest [sha256.Size]byte, now time.Time, idle, maxAge time.Duration) (store.ConsoleSession, bool, error)
+	// Delete ends a session.
+	Delete(ctx context.Context, digest [sha256.Size]byte) error
+}
+
+var _ SignIns = store.ConsoleSessions{}
+
+// sessionStore is the console's view of its sign-ins.
 type sessionStore struct {
-	mu   sync.Mutex
-	m    map[[sha256.Size]byte]*opSession
+	be   SignIns
 	now  func() time.Time
 	idle time.Duration
 	max  time.Duration
 }
 
-func newSessionStore(now func() time.Time) *sessionStore {
-	return &sessionStore{m: map[[sha256.Size]byte]*opSession{}, now: now, idle: SessionIdle, max: SessionMax}
+func newSessionStore(be SignIns, now func() time.Time) *sessionStore {
+	if be == nil {
+		be = &memSignIns{m: map[[sha256.Size]byte]store.ConsoleSession{}}
+	}
+	return &sessionStore{be: be, now: now, idle: SessionIdle, max: SessionMax}
 }
 
 func randomToken() string {
@@ -56,60 +76,88 @@ func randomToken() string {
 }
 
 // create starts a session for operator and returns its cookie value.
-func (s *sessionStore) create(operator string) (string, *opSession) {
+func (s *sessionStore) create(ctx context.Context, operator string) (string, opSession, error) {
 	id := randomToken()
 	now := s.now()
-	sess := &opSession{operator: operator, csrf: randomToken(), created: now, lastSeen: now}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sweepLocked(now)
-	if len(s.m) >= MaxSessions {
+	sess := store.ConsoleSession{Operator: operator, CSRF: randomToken(), Created: now, LastSeen: now}
+	if err := s.be.Create(ctx, sha256.Sum256([]byte(id)), sess, s.idle, s.max, MaxSessions); err != nil {
+		return "", opSession{}, err
+	}
+	return id, opSession{operator: operator, csrf: sess.CSRF, created: now, lastSeen: now}, nil
+}
+
+// get returns the live session of a cookie value and marks it used. An
+// error (the store unreachable) is no session: the caller refuses.
+func (s *sessionStore) get(ctx context.Context, id string) (opSession, bool, error) {
+	if id == "" || len(id) > 128 {
+		return opSession{}, false, nil
+	}
+	v, ok, err := s.be.Use(ctx, sha256.Sum256([]byte(id)), s.now(), s.idle, s.max)
+	if err != nil || !ok {
+		return opSession{}, false, err
+	}
+	return opSession{operator: v.Operator, csrf: v.CSRF, created: v.Created, lastSeen: v.LastSeen}, true, nil
+}
+
+func (s *sessionStore) remove(ctx context.Context, id string) error {
+	return s.be.Delete(ctx, sha256.Sum256([]byte(id)))
+}
+
+// memSignIns keeps sign-ins in memory: one replica only.
+type memSignIns struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]store.ConsoleSession
+}
+
+func ended(v store.ConsoleSession, now time.Time, idle, maxAge time.Duration) bool {
+	return now.Sub(v.LastSeen) > idle || now.Sub(v.Created) > maxAge
+}
+
+func (m *memSignIns) Create(_ context.Context, digest [sha256.Size]byte, s store.ConsoleSession, idle, maxAge time.Duration, max int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, v := range m.m {
+		if ended(v, s.Created, idle, maxAge) {
+			delete(m.m, k)
+		}
+	}
+	for len(m.m) >= max {
 		var oldest [sha256.Size]byte
 		var at time.Time
-		for k, v := range s.m {
-			if at.IsZero() || v.created.Before(at) {
-				oldest, at = k, v.created
+		for k, v := range m.m {
+			if at.IsZero() || v.Created.Before(at) {
+				oldest, at = k, v.Created
 			}
 		}
-		delete(s.m, oldest)
+		delete(m.m, oldest)
 	}
-	s.m[sha256.Sum256([]byte(id))] = sess
-	return id, sess
+	m.m[digest] = s
+	return nil
 }
 
-// get returns the live session of a cookie value and marks it used.
-func (s *sessionStore) get(id string) (opSession, bool) {
-	if id == "" || len(id) > 128 {
-		return opSession{}, false
-	}
-	k := sha256.Sum256([]byte(id))
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.m[k]
+func (m *memSignIns) Use(_ context.Context, digest [sha256.Size]byte, now time.Time, idle, maxAge time.Duration) (store.ConsoleSession, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.m[digest]
 	if !ok {
-		return opSession{}, false
+		return store.ConsoleSession{}, false, nil
 	}
-	if now.Sub(sess.lastSeen) > s.idle || now.Sub(sess.created) > s.max {
-		delete(s.m, k)
-		return opSession{}, false
+	if ended(v, now, idle, maxAge) {
+		delete(m.m, digest)
+		return store.ConsoleSession{}, false, nil
 	}
-	sess.lastSeen = now
-	return *sess, true
+	if now.After(v.LastSeen) {
+		v.LastSeen = now
+	}
+	m.m[digest] = v
+	return v, true, nil
 }
 
-func (s *sessionStore) remove(id string) {
-	s.mu.Lock()
-	delete(s.m, sha256.Sum256([]byte(id)))
-	s.mu.Unlock()
-}
-
-func (s *sessionStore) sweepLocked(now time.Time) {
-	for k, v := range s.m {
-		if now.Sub(v.lastSeen) > s.idle || now.Sub(v.created) > s.max {
-			delete(s.m, k)
-		}
-	}
+func (m *memSignIns) Delete(_ context.Context, digest [sha256.Size]byte) error {
+	m.mu.Lock()
+	delete(m.m, digest)
+	m.mu.Unlock()
+	return nil
 }
 
 // secure reports whether the browser reaches the console over TLS: the

@@ -64,6 +64,9 @@ type Deps struct {
 	Sessions SessionAdmin
 	// Policy reports the loaded policy (nil: the policy page says unknown).
 	Policy func() PolicyStatus
+	// SignIns keeps operators' sign-ins (store.ConsoleSessions: in
+	// Postgres, shared by every replica); nil: in this process's memory.
+	SignIns SignIns
 	// Secure marks the cookie Secure (the ops port serves TLS, or a TLS
 	// proxy fronts it).
 	Secure bool
@@ -108,7 +111,7 @@ func New(d Deps) (*Console, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.sessions = newSessionStore(c.now)
+	c.sessions = newSessionStore(d.SignIns, c.now)
 	c.failures = newFailLimiter(c.now)
 	var err error
 	if c.pages, err = parsePages(); err != nil {
@@ -198,7 +201,11 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 		var sess opSession
 		ok := false
 		if err == nil {
-			sess, ok = c.sessions.get(ck.Value)
+			if sess, ok, err = c.sessions.get(r.Context(), ck.Value); err != nil {
+				c.log.Error("console: reading the sign-in session", "err", err)
+				c.errorPage(w, r, http.StatusServiceUnavailable, "The console cannot check your sign-in right now (its database is unreachable); try again shortly.")
+				return
+			}
 		}
 		if !ok {
 			if r.Method == http.MethodGet && r.URL.Path != "/ui/events" && r.URL.Path != "/ui/escalations/pending" {
@@ -263,22 +270,28 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusForbidden, "Refused: this request did not come from the console.")
 		return
 	}
-	host := clientHost(r)
-	if c.failures.blocked(host) {
-		c.log.Warn("console: sign-in refused: too many failures", "remote", r.RemoteAddr)
-		w.Header().Set("Retry-After", "60")
-		c.render(w, r, http.StatusTooManyRequests, "signin", page{Title: "Sign in", Error: "Too many failed sign-ins from this address; wait a minute."})
-		return
-	}
+	// A valid token signs in at once, whatever failed before it from the
+	// same address; only failures wait (limit.go).
 	token := r.PostFormValue("token")
 	name, ok := c.deps.Operators.Authenticate(token)
 	if !ok {
-		c.failures.fail(host)
-		c.log.Warn("console: sign-in refused", "remote", r.RemoteAddr)
+		host := clientHost(r)
+		d := c.failures.fail(host)
+		c.log.Warn("console: sign-in refused", "remote", r.RemoteAddr, "delay", d)
+		if !c.failures.wait(r.Context(), d) {
+			w.Header().Set("Retry-After", "5")
+			c.render(w, r, http.StatusTooManyRequests, "signin", page{Title: "Sign in", Error: "That is not a valid operator token. Too many failed sign-ins are waiting right now; try again in a few seconds."})
+			return
+		}
 		c.render(w, r, http.StatusUnauthorized, "signin", page{Title: "Sign in", Error: "That is not a valid operator token."})
 		return
 	}
-	id, _ := c.sessions.create(name)
+	id, _, err := c.sessions.create(r.Context(), name)
+	if err != nil {
+		c.log.Error("console: storing the sign-in session", "operator", name, "err", err)
+		c.render(w, r, http.StatusServiceUnavailable, "signin", page{Title: "Sign in", Error: "Signing in is not possible right now (the console's database is unreachable); try again shortly."})
+		return
+	}
 	c.setCookie(w, r, id, int(SessionMax/time.Second))
 	c.log.Info("console: operator signed in", "operator", name, "remote", r.RemoteAddr)
 	http.Redirect(w, r, "/ui/escalations", http.StatusSeeOther)
@@ -286,7 +299,11 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(c.cookieName(r)); err == nil {
-		c.sessions.remove(ck.Value)
+		if err := c.sessions.remove(r.Context(), ck.Value); err != nil {
+			c.log.Error("console: ending the sign-in session", "err", err)
+			c.errorPage(w, r, http.StatusServiceUnavailable, "Signing out did not reach the console's database; try again.")
+			return
+		}
 	}
 	c.setCookie(w, r, "", -1)
 	http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)

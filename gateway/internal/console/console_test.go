@@ -140,27 +140,6 @@ func TestSignIn(t *testing.T) {
 	}
 }
 
-func TestSignInFailuresLimited(t *testing.T) {
-	w := newWorld(t, "x")
-	now := t0
-	w.c.now = func() time.Time { return now }
-	w.c.failures.now = w.c.now
-	anon := &client{t: t, h: w.c.Handler()}
-	for i := range maxFailures {
-		if res := anon.post("/ui/signin", url.Values{"token": {"wrong-token-wrong-token-wrong"}}, ""); res.Code != http.StatusUnauthorized {
-			t.Fatalf("failure %d: %d", i, res.Code)
-		}
-	}
-	// Even the right token waits now.
-	if res := anon.post("/ui/signin", url.Values{"token": {operatorToken}}, ""); res.Code != http.StatusTooManyRequests {
-		t.Fatalf("after %d failures: %d", maxFailures, res.Code)
-	}
-	now = now.Add(failWindow + time.Second)
-	if res := anon.post("/ui/signin", url.Values{"token": {operatorToken}}, ""); res.Code != http.StatusSeeOther {
-		t.Fatalf("after the window: %d", res.Code)
-	}
-}
-
 func TestCookieFlags(t *testing.T) {
 	for _, secure := range []bool{false, true} {
 		w := newWorld(t, "x")

@@ -83,7 +83,10 @@ func pgConsole(t testing.TB, db *pgtest.DB) (*Console, *escalation.PG) {
 
 func signedIn(t testing.TB, c *Console) *client {
 	t.Helper()
-	id, _ := c.sessions.create("alice")
+	id, _, err := c.sessions.create(context.Background(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &client{t: t, h: c.Handler(), cookie: &http.Cookie{Name: cookieName, Value: id}}
 }
 
@@ -176,8 +179,8 @@ func TestPGStore(t *testing.T) {
 // sessionsCSRF reads the CSRF token of cl's session.
 func (c *Console) sessionsCSRF(t testing.TB, cl *client) string {
 	t.Helper()
-	s, ok := c.sessions.get(cl.cookie.Value)
-	if !ok {
+	s, ok, err := c.sessions.get(context.Background(), cl.cookie.Value)
+	if err != nil || !ok {
 		t.Fatal("no session")
 	}
 	return s.csrf

@@ -201,9 +201,10 @@ func TestGuardBoundedMemory(t *testing.T) {
 	for i := 0; i < 5*MaxDigests; i++ {
 		g.Before("many", "t", Digest("t", map[string]any{"i": float64(i)}), t0.Add(time.Duration(i)*time.Millisecond))
 	}
-	g.mu.Lock()
-	n := len(g.sessions["many"].digests)
-	g.mu.Unlock()
+	ms := g.store.(*memStore)
+	ms.mu.Lock()
+	n := len(ms.sessions["many"].digests)
+	ms.mu.Unlock()
 	if n > MaxDigests {
 		t.Fatalf("%d digests kept, want at most %d", n, MaxDigests)
 	}

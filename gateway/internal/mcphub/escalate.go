@@ -43,6 +43,9 @@ func (c *call) escalate(ctx context.Context, ev policy.Evaluation, agentArgs map
 		RuleEscalation: ev.Decision.Compiled,
 		PolicyArgs:     policyArgs(ev.Policy),
 	}
+	if ann, ok := h.snapshot().Annotation(c.e.server, c.e.tool); ok {
+		req.Resource = pathResource(ann, agentArgs, ev.Policy) // resource.go
+	}
 	req.ID, req.Attach = c.escalationID(ctx, req)
 	escID := req.ID
 	dec.EscalationID = escID

@@ -49,6 +49,10 @@ func (c *call) loopGate(ctx context.Context, args map[string]any, n Notifier) (s
 			why = "until an operator decides escalation " + chk.EscalationID
 		}
 		return c.loopRefuse(ctx, args, chk, fmt.Sprintf("this session's tool calls are paused %s (%s)", why, chk.Reason)), true
+	case loopguard.Unavailable:
+		// Deny: without its state the loop breaker cannot tell whether
+		// the session is paused.
+		return c.loopRefuse(ctx, args, chk, "the gateway could not check this session's loop breaker; retry shortly"), true
 	default:
 		return c.loopRefuse(ctx, args, chk, fmt.Sprintf("an operator stopped this session's tool calls until %s (%s)", chk.Until.UTC().Format(time.RFC3339), chk.Reason)), true
 	}
@@ -74,14 +78,18 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 	cooldown := h.loop.Config().Cooldown
 	reason := chk.Reason + fmt.Sprintf(" — approve to let the session go on calling tools; deny to stop its calls for %s", cooldown)
 	escID := h.newID()
-	h.loop.Escalated(c.sess.ID, escID)
+	if err := h.loop.Escalated(c.sess.ID, escID); err != nil {
+		// Other replicas see the pause without its escalation and end it
+		// after loopguard.PauseRecordGrace; this replica still waits.
+		h.log.Warn("loop breaker: storing the pause's escalation", "session", c.sess.ID, "escalation_id", escID, "err", err)
+	}
 	dec := c.decision(policy.Decision{Status: policy.Escalate, Rule: RuleLoopBreaker, Reason: reason, Detail: "limit " + chk.Limit}, nil)
 	dec.EscalationID = escID
 	if err := h.record(ctx, dec); err != nil {
 		// No human can see a pause whose record is missing: do not stop
 		// the session for it (its calls are refused while the audit log is
 		// down anyway).
-		h.loop.Abandon(c.sess.ID)
+		h.abandonPause(c.sess.ID, escID)
 		return c.auditFailed(ctx, err)
 	}
 	h.log.Warn("session paused by the loop breaker; waiting for an operator", "session", c.sess.ID, "limit", chk.Limit,
@@ -102,16 +110,25 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 	stop()
 	c.waited = h.now().Sub(waitStart)
 	if err != nil && h.life.stopping.Err() != nil {
-		// The gateway is stopping: nobody decided. The next gateway starts
-		// with fresh counters (the guard's state is in memory).
-		h.loop.Abandon(c.sess.ID)
+		// The gateway is stopping: nobody decided. In memory the pause
+		// ends with this gateway (the next one starts with fresh
+		// counters); a shared pause stays, and the replica that next sees
+		// the session ends it from its escalation's decision.
+		if !h.loop.Shared() {
+			h.abandonPause(c.sess.ID, escID)
+		}
 		notice.Status, notice.Reason = StatusInterrupted, "the gateway is restarting"
 		notify(ctx, n, notice)
 		msg := fmt.Sprintf("%s did not run: this session was paused (%s) and the gateway restarted while an operator was asked (escalation %s)", c.e.key, agentText(chk.Reason, ""), escID)
 		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "loop breaker: gateway shutting down; escalation "+escID+" is still pending", 0, false)
 	}
 	approved := err == nil && res.Approved && (res.Status == "" || res.Status == StatusApproved)
-	until := h.loop.Resolve(c.sess.ID, approved, h.now())
+	until, rerr := h.loop.ResolvePause(c.sess.ID, escID, approved, h.now())
+	if rerr != nil {
+		// The escalation holds the decision: a replica that finds the
+		// session paused derives the same end from it.
+		h.log.Warn("loop breaker: storing the pause's end", "session", c.sess.ID, "escalation_id", escID, "err", rerr)
+	}
 	if approved {
 		h.log.Info("loop breaker: an operator let the session go on", "session", c.sess.ID, "escalation_id", escID, "decided_by", res.DecidedBy)
 		notice.Status, notice.Reason = StatusApproved, "the session may go on"
@@ -134,6 +151,13 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 	notify(ctx, n, notice)
 	msg := fmt.Sprintf("refused %s: this session's tool calls were paused (%s) and an operator stopped them until %s (escalation %s)", c.e.key, agentText(chk.Reason, ""), until.UTC().Format(time.RFC3339), escID)
 	return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(msg), detail, 0, false)
+}
+
+// abandonPause ends the pause of escID without a decision.
+func (h *Hub) abandonPause(session, escID string) {
+	if err := h.loop.AbandonPause(session, escID); err != nil {
+		h.log.Warn("loop breaker: ending an undecided pause", "session", session, "escalation_id", escID, "err", err)
+	}
 }
 
 // pauseArgs are the arguments the operator sees on a pause's escalation:

@@ -177,10 +177,11 @@ func TestLoopBreakerPausesALoopingSession(t *testing.T) {
 ironcurtain_loop_breaker_trips_total{limit="denials"} 2
 ironcurtain_loop_breaker_trips_total{limit="identical"} 0
 ironcurtain_loop_breaker_trips_total{limit="rate"} 0
-# HELP ironcurtain_loop_breaker_refused_calls_total Calls refused because their session was paused (waiting for an operator) or cooling down (an operator denied the pause).
+# HELP ironcurtain_loop_breaker_refused_calls_total Calls refused because their session was paused (waiting for an operator), cooling down (an operator denied the pause), or its shared state could not be read (unavailable).
 # TYPE ironcurtain_loop_breaker_refused_calls_total counter
 ironcurtain_loop_breaker_refused_calls_total{state="cooldown"} 1
 ironcurtain_loop_breaker_refused_calls_total{state="paused"} 1
+ironcurtain_loop_breaker_refused_calls_total{state="unavailable"} 0
 # HELP ironcurtain_loop_breaker_resolved_total Pauses ended, by result (approved: the session goes on; denied: its calls are refused for the cooldown).
 # TYPE ironcurtain_loop_breaker_resolved_total counter
 ironcurtain_loop_breaker_resolved_total{result="approved"} 1

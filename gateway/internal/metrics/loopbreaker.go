@@ -26,7 +26,7 @@ func NewLoopBreaker(reg prometheus.Registerer) (*LoopBreaker, error) {
 		}, []string{"limit"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironcurtain_loop_breaker_refused_calls_total",
-			Help: "Calls refused because their session was paused (waiting for an operator) or cooling down (an operator denied the pause).",
+			Help: "Calls refused because their session was paused (waiting for an operator), cooling down (an operator denied the pause), or its shared state could not be read (unavailable).",
 		}, []string{"state"}),
 		resolved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ironcurtain_loop_breaker_resolved_total",
@@ -38,7 +38,7 @@ func NewLoopBreaker(reg prometheus.Registerer) (*LoopBreaker, error) {
 	for _, l := range []string{loopguard.LimitRate, loopguard.LimitIdentical, loopguard.LimitDenials} {
 		m.trips.WithLabelValues(l)
 	}
-	for _, st := range []string{"paused", "cooldown"} {
+	for _, st := range []string{"paused", "cooldown", "unavailable"} {
 		m.refused.WithLabelValues(st)
 	}
 	for _, r := range []string{"approved", "denied"} {
@@ -62,7 +62,8 @@ func (m *LoopBreaker) Trip(limit string) {
 	}
 }
 
-// Refused counts a call refused in state ("paused" or "cooldown").
+// Refused counts a call refused in state ("paused", "cooldown" or
+// "unavailable").
 func (m *LoopBreaker) Refused(state string) {
 	if m != nil {
 		m.refused.WithLabelValues(state).Inc()

@@ -17,7 +17,7 @@ func TestLoopBreakerSeriesExistAtStart(t *testing.T) {
 	}
 	for name, want := range map[string]int{
 		"ironcurtain_loop_breaker_trips_total":         3,
-		"ironcurtain_loop_breaker_refused_calls_total": 2,
+		"ironcurtain_loop_breaker_refused_calls_total": 3, // paused, cooldown, unavailable
 		"ironcurtain_loop_breaker_resolved_total":      2,
 	} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
