@@ -193,3 +193,27 @@ func TestRepeatedParametersAndHeadersRefused(t *testing.T) {
 	}
 	checkTokens(t, e)
 }
+
+// TestAuthorizationOnce: two Authorization headers are refused (401), even
+// when one holds the agent's token, and nothing reaches GitHub.
+func TestAuthorizationOnce(t *testing.T) {
+	e := newEnv(t, false)
+	for _, pair := range [][]string{{"token " + agentTok, "token nope"}, {"token nope", "token " + agentTok}, {"token " + agentTok, "token " + agentTok}} {
+		req, err := http.NewRequest("GET", e.relay.URL+"/github/repos/acme/app/pulls/1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header["Authorization"] = pair
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%v: status %d", pair, resp.StatusCode)
+		}
+	}
+	if got := e.gh.requests(); len(got) != 0 {
+		t.Fatalf("GitHub received %+v", got)
+	}
+}

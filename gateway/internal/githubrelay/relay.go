@@ -426,6 +426,11 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, sess session.Se
 // authenticate accepts the agent token as "Authorization: Bearer <t>" or
 // "token <t>" (what gh sends).
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (session.Session, bool) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		// Readers differ on which one counts: none does.
+		writeError(w, http.StatusUnauthorized, "the Authorization header is given more than once")
+		return session.Session{}, false
+	}
 	tok := agentToken(r.Header.Get("Authorization"))
 	if tok == "" {
 		writeError(w, http.StatusUnauthorized, "the agent token is required (Authorization: token <agent token>)")

@@ -151,10 +151,10 @@ type operatorKey struct{}
 // authenticate requires "Authorization: Bearer <operator token>".
 func (a *api) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		token, ok := bearer(r)
 		name, valid := "", false
 		if ok {
-			name, valid = a.deps.Operators.Authenticate(strings.TrimSpace(token))
+			name, valid = a.deps.Operators.Authenticate(token)
 		}
 		if !valid {
 			a.authFailure.Inc()

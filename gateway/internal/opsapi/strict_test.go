@@ -2,6 +2,7 @@ package opsapi
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -86,5 +87,28 @@ func TestStrictQueries(t *testing.T) {
 	}
 	if rec := do(h, "GET", "/v1/audit/tool-calls?session=s1&decision=allow", "Bearer "+opToken, ""); rec.Code != http.StatusOK || data.got.Session != "s1" || data.got.Decision != "allow" {
 		t.Fatalf("a plain query: %d %s %+v", rec.Code, rec.Body, data.got)
+	}
+}
+
+// TestAuthorizationOnce: two Authorization headers are refused (401) on
+// every authenticated route and on /metrics, even when one holds a valid
+// token: a proxy in front may check one and the API read the other.
+func TestAuthorizationOnce(t *testing.T) {
+	h, esc, _ := newTestAPI(t)
+	for _, tt := range []struct{ method, path string }{
+		{"GET", "/v1/escalations"}, {"POST", "/v1/escalations/e1/approve"}, {"GET", "/v1/audit/tool-calls"}, {"GET", "/metrics"},
+	} {
+		for _, pair := range [][]string{{"Bearer " + opToken, "Bearer nope"}, {"Bearer nope", "Bearer " + opToken}, {"Bearer " + opToken, "Bearer " + opToken}} {
+			req := httptest.NewRequest(tt.method, tt.path, nil)
+			req.Header["Authorization"] = pair
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusUnauthorized {
+				t.Fatalf("%s %s with %d Authorization headers: %d %s", tt.method, tt.path, len(pair), rec.Code, rec.Body)
+			}
+		}
+	}
+	if len(esc.decided) != 0 {
+		t.Fatalf("decided %+v", esc.decided)
 	}
 }
