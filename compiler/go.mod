@@ -5,6 +5,7 @@ go 1.26.0
 require ironcurtain.dev/gateway v0.0.0
 
 require (
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )

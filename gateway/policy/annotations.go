@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 )
 
@@ -90,7 +89,7 @@ func (t ToolAnnotation) MarshalJSON() ([]byte, error) {
 // Duplicate argument names are an error.
 func (t *ToolAnnotation) UnmarshalJSON(b []byte) error {
 	var raw toolAnnotationJSON
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := decodeExact(b, &raw); err != nil {
 		return err
 	}
 	*t = ToolAnnotation{Tool: raw.ToolName, Server: raw.ServerName, Comment: raw.Comment, Pin: raw.Pin}
@@ -248,18 +247,6 @@ func decodeScalar(b json.RawMessage) (any, error) {
 	return nil, errors.New("must be a string, number or boolean")
 }
 
-func strictUnmarshal(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the value")
-	}
-	return nil
-}
-
 // ParseAnnotations decodes tool-annotations.json. Errors name the file
 // (when given) and the JSON path.
 func ParseAnnotations(file string, b []byte) (*Annotations, error) {
@@ -267,7 +254,7 @@ func ParseAnnotations(file string, b []byte) (*Annotations, error) {
 		GeneratedAt string                     `json:"generatedAt"`
 		Servers     map[string]json.RawMessage `json:"servers"`
 	}
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := decodeExact(b, &raw); err != nil {
 		return nil, fileErr(file, "", jsonErr(b, err))
 	}
 	if raw.Servers == nil {
@@ -284,18 +271,21 @@ func ParseAnnotations(file string, b []byte) (*Annotations, error) {
 			InputHash string            `json:"inputHash"`
 			Tools     []json.RawMessage `json:"tools"`
 		}
-		if err := json.Unmarshal(raw.Servers[name], &srv); err != nil {
+		if err := decodeExact(raw.Servers[name], &srv); err != nil {
 			return nil, fileErr(file, "servers."+name, err)
 		}
 		sa := &ServerAnnotations{InputHash: srv.InputHash}
 		for i, rt := range srv.Tools {
 			var t ToolAnnotation
-			if err := json.Unmarshal(rt, &t); err != nil {
+			if err := decodeExact(rt, &t); err != nil {
 				return nil, fileErr(file, fmt.Sprintf("servers.%s.tools[%d]", name, i), err)
 			}
 			sa.Tools = append(sa.Tools, t)
 		}
 		a.Servers[name] = sa
+	}
+	if err := checkArtifact(file, b); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

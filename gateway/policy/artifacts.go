@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // File names of the artifacts in a policy directory.
@@ -149,7 +152,7 @@ func ParseCompiledPolicy(file string, b []byte) (*CompiledPolicy, error) {
 		ListDefinitions  []ListDefinition  `json:"listDefinitions"`
 		SkippedServers   []SkippedServer   `json:"skippedServers"`
 	}
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := decodeExact(b, &raw); err != nil {
 		return nil, fileErr(file, "", jsonErr(b, err))
 	}
 	if raw.Rules == nil {
@@ -164,6 +167,9 @@ func ParseCompiledPolicy(file string, b []byte) (*CompiledPolicy, error) {
 		}
 		p.Rules = append(p.Rules, r)
 	}
+	if err := checkArtifact(file, b); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -174,7 +180,7 @@ type pathError struct {
 
 func parseRule(b []byte) (CompiledRule, *pathError) {
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := decodeExact(b, &raw); err != nil {
 		return CompiledRule{}, &pathError{err: err}
 	}
 	var r CompiledRule
@@ -220,11 +226,14 @@ func parseRule(b []byte) (CompiledRule, *pathError) {
 // ParseDynamicLists decodes dynamic-lists.json.
 func ParseDynamicLists(file string, b []byte) (*DynamicLists, error) {
 	var l DynamicLists
-	if err := json.Unmarshal(b, &l); err != nil {
+	if err := decodeExact(b, &l); err != nil {
 		return nil, fileErr(file, "", jsonErr(b, err))
 	}
 	if l.Lists == nil {
 		return nil, fileErr(file, "lists", errors.New("missing"))
+	}
+	if err := checkArtifact(file, b); err != nil {
+		return nil, err
 	}
 	return &l, nil
 }
@@ -275,16 +284,23 @@ func joinPath(a, b string) string {
 	return a + "." + b
 }
 
-// jsonErr adds a line and column to JSON syntax and type errors.
+// jsonErr adds a line and column (1-based, of the byte where reading
+// stopped) to JSON syntax and type errors; a name given twice is named by
+// its path.
 func jsonErr(b []byte, err error) error {
 	var off int64 = -1
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
+	var se *jsontext.SyntacticError
+	var me *jsonv2.SemanticError
 	switch {
+	case errors.As(err, &se) && errors.Is(err, jsontext.ErrDuplicateName):
+		return &FileError{Path: pointerPath(string(se.JSONPointer)), Err: errors.New("a name appears twice in one object")}
 	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
+		off = se.ByteOffset
+		if se.Err != nil {
+			err = se.Err
+		}
+	case errors.As(err, &me):
+		off = me.ByteOffset
 	}
 	if off < 0 {
 		return err
@@ -297,8 +313,10 @@ func jsonErr(b []byte, err error) error {
 // cleanJSONErr drops encoding/json's "json: " prefix.
 func cleanJSONErr(err error) error {
 	msg := err.Error()
-	if strings.HasPrefix(msg, "json: ") {
-		return errors.New(strings.TrimPrefix(msg, "json: "))
+	for _, p := range []string{"json: ", "jsontext: "} {
+		if strings.HasPrefix(msg, p) {
+			return errors.New(strings.TrimPrefix(msg, p))
+		}
 	}
 	return err
 }

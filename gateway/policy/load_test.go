@@ -42,7 +42,7 @@ func TestLoadErrors(t *testing.T) {
 		settings Settings
 		want     string
 	}{
-		{name: "syntax error", policy: "{\n  \"rules\": [\n    {,\n", want: "compiled-policy.json: line 3, column 7: invalid character ','"},
+		{name: "syntax error", policy: "{\n  \"rules\": [\n    {,\n", want: "compiled-policy.json: line 3, column 6: invalid character ','"},
 		{name: "rules missing", policy: `{"generatedAt": "x"}`, want: "compiled-policy.json: rules: missing"},
 		{name: "rules not an array", policy: `{"rules": {}}`, want: "compiled-policy.json: line 1"},
 		{name: "name missing", policy: `{"rules": [{"if": {}, "then": "allow"}]}`, want: "compiled-policy.json: rules[0].name: missing"},
@@ -65,7 +65,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "lists file without lists", policy: okPolicy, lists: `{"generatedAt": "x"}`, want: "dynamic-lists.json: lists: missing"},
 		{name: "annotations unknown role", policy: okPolicy, ann: `{"servers": {"s": {"tools": [{"toolName": "t", "args": {"a": ["readpath"]}}]}}}`, want: `tool-annotations.json: servers.s.tools[0].args.a: unknown role "readpath"`},
 		{name: "annotations duplicate tool", policy: okPolicy, ann: `{"servers": {"s": {"tools": [{"toolName": "t", "args": {}}, {"toolName": "t", "args": {}}]}}}`, want: `servers.s.tools[1].toolName: duplicate tool "t"`},
-		{name: "annotations duplicate argument", policy: okPolicy, ann: `{"servers": {"s": {"tools": [{"toolName": "t", "args": {"a": ["none"], "a": ["none"]}}]}}}`, want: "servers.s.tools[0].args.a: duplicate argument"},
+		{name: "annotations duplicate argument", policy: okPolicy, ann: `{"servers": {"s": {"tools": [{"toolName": "t", "args": {"a": ["none"], "a": ["none"]}}]}}}`, want: "servers.s.tools[0].args.a: a name appears twice"},
 		{name: "annotations empty roles", policy: okPolicy, ann: `{"servers": {"s": {"tools": [{"toolName": "t", "args": {"a": []}}]}}}`, want: "servers.s.tools[0].args.a: must list at least one role"},
 		{name: "annotations path and url", policy: okPolicy, ann: `{"servers": {"s": {"tools": [{"toolName": "t", "args": {"a": ["read-path", "fetch-url"]}}]}}}`, want: "cannot carry both path and URL roles"},
 		{name: "condition on a missing argument", policy: okPolicy, ann: `{"servers": {"s": {"tools": [{"toolName": "t", "args": {"a": {"default": ["read-path"], "when": [{"condition": {"arg": "dryrun", "equals": true}, "roles": ["none"]}]}}}]}}}`, want: `servers.s.tools[0].args.a.when[0].condition.arg: no argument "dryrun"`},

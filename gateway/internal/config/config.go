@@ -12,9 +12,11 @@
 package config
 
 import (
+	"bytes"
 	"encoding"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -170,9 +172,9 @@ func Parse(file string, data []byte) (*Config, error) {
 	if file == "" {
 		name = "gateway.yaml"
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, cleanYAMLErr(err))
+	root, err := oneDocument(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	c := &Config{file: file}
 	if len(root.Content) > 0 {
@@ -193,6 +195,24 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// oneDocument parses data as at most one YAML document. A second document
+// ("---" and more) is refused: yaml.Unmarshal would read the first and
+// drop the rest unread, so a reviewer and the gateway could read different
+// settings in one file. (Duplicate keys are refused by yaml.v3 when the
+// tree is decoded; unknown and case-variant keys by checkKnown.)
+func oneDocument(data []byte) (yaml.Node, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return yaml.Node{}, cleanYAMLErr(err)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return yaml.Node{}, errors.New("the file holds more than one YAML document (only one is read: remove the second \"---\" and what follows)")
+	}
+	return root, nil
 }
 
 func prefixFile(name string, err error) error {

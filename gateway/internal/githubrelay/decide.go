@@ -14,90 +14,119 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/strictjson"
 )
 
 // restCall maps a classified REST request to the github tool call that
 // decides it: the tool's name and arguments (owner, repo, number, title,
-// head, base; never a body's text, which is recorded as its length only).
-// why is set when the request cannot be mapped (a malformed or unexpected
-// body): it is refused.
+// head, base; never a body's text, which is recorded as its length only),
+// and sent, the request body as decided (nil for a request without one):
+// the relay forwards it re-encoded, never the bytes it received. why is set
+// when the request cannot be mapped (a malformed or unexpected body): it is
+// refused.
 //
 // ActionRead (repository metadata, branches, commits, labels, the issue
 // list) has no tool: it is decided as github__pr_list of owner/repo, the
 // read the policy already governs for the repository (the base policy
 // allows it; a policy that restricts reads by owner or repository restricts
 // these the same way).
-func restCall(rt Route, method string, body []byte) (tool string, args map[string]any, why string) {
+func restCall(rt Route, body []byte, maxBody int64) (tool string, args, sent map[string]any, why string) {
 	args = map[string]any{"owner": rt.Owner, "repo": rt.Repo}
 	if rt.Number != 0 {
 		args["number"] = rt.Number
 	}
 	switch rt.Action {
 	case ActionRead, ActionPRList:
-		return "github__pr_list", map[string]any{"owner": rt.Owner, "repo": rt.Repo}, ""
+		return "github__pr_list", map[string]any{"owner": rt.Owner, "repo": rt.Repo}, nil, ""
 	case ActionPRView:
-		return "github__pr_view", args, ""
+		return "github__pr_view", args, nil, ""
 	case ActionIssueView:
-		return "github__issue_view", args, ""
+		return "github__issue_view", args, nil, ""
 	case ActionIssueComment:
 		// A pull request's conversation comments are issue comments: the
 		// same rules decide both (issue_comment).
-		if _, err := jsonObject(body, "body"); err != nil {
-			return "github__issue_comment", args, err.Error()
-		}
-		return "github__issue_comment", args, ""
-	case ActionPRCreate:
-		m, err := jsonObject(body, "title", "head", "base", "body", "draft", "maintainer_can_modify", "head_repo", "issue")
+		m, err := jsonObject(body, maxBody, map[string]fieldKind{"body": fieldString})
 		if err != nil {
-			return "github__pr_create", args, err.Error()
+			return "github__issue_comment", args, nil, err.Error()
+		}
+		return "github__issue_comment", args, m, ""
+	case ActionPRCreate:
+		m, err := jsonObject(body, maxBody, map[string]fieldKind{"title": fieldString, "head": fieldString, "base": fieldString,
+			"body": fieldText, "draft": fieldBool, "maintainer_can_modify": fieldBool, "head_repo": fieldString, "issue": fieldAny})
+		if err != nil {
+			return "github__pr_create", args, nil, err.Error()
 		}
 		if _, ok := m["issue"]; ok {
-			return "github__pr_create", args, "converting an issue into a pull request is not possible through the gateway"
+			return "github__pr_create", args, nil, "converting an issue into a pull request is not possible through the gateway"
 		}
 		for _, k := range []string{"title", "head", "base"} {
 			if s, ok := m[k].(string); ok {
 				args[k] = s
 			}
 		}
-		return "github__pr_create", args, ""
+		return "github__pr_create", args, m, ""
 	case ActionPREdit:
-		m, err := jsonObject(body, "title", "body", "base", "state", "maintainer_can_modify")
+		m, err := jsonObject(body, maxBody, map[string]fieldKind{"title": fieldString, "body": fieldText, "base": fieldString,
+			"state": fieldString, "maintainer_can_modify": fieldBool})
 		if err != nil {
-			return "github__pr_edit", args, err.Error()
+			return "github__pr_edit", args, nil, err.Error()
 		}
 		state, hasState := m["state"]
 		if hasState {
 			if state != "closed" || len(m) != 1 {
-				return "github__pr_edit", args, `a state change must be {"state":"closed"} alone (reopening is not possible through the gateway)`
+				return "github__pr_edit", args, nil, `a state change must be {"state":"closed"} alone (reopening is not possible through the gateway)`
 			}
-			return "github__pr_close", args, ""
+			return "github__pr_close", args, m, ""
 		}
 		for _, k := range []string{"title", "base"} {
 			if s, ok := m[k].(string); ok {
 				args[k] = s
 			}
 		}
-		return "github__pr_edit", args, ""
+		return "github__pr_edit", args, m, ""
 	}
-	return "github__pr_edit", args, fmt.Sprintf("the action %q has no tool", rt.Action)
+	return "github__pr_edit", args, nil, fmt.Sprintf("the action %q has no tool", rt.Action)
 }
 
-// jsonObject decodes body as one JSON object whose keys are all in allowed.
-func jsonObject(body []byte, allowed ...string) (map[string]any, error) {
+// fieldKind is the JSON type a REST body field must have.
+type fieldKind int
+
+const (
+	fieldString fieldKind = iota // a string
+	fieldText                    // a string or null
+	fieldBool                    // true or false
+	fieldAny                     // any value (the caller refuses or checks it)
+)
+
+// jsonObject decodes body as one JSON object, strictly (strictjson: names
+// exact, each once, nothing after the object, valid UTF-8, at most maxBody
+// bytes), whose names are all in fields and whose values have the field's
+// type. The error is short and names the field.
+func jsonObject(body []byte, maxBody int64, fields map[string]fieldKind) (map[string]any, error) {
 	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&m); err != nil || m == nil || dec.More() {
+	if err := strictjson.Decode(body, &m, strictjson.Limits{MaxBytes: int(maxBody), MaxDepth: 8}); err != nil {
+		return nil, fmt.Errorf("the request body is not accepted: %s", jsonReason(err))
+	}
+	if m == nil {
 		return nil, errors.New("the request body is not one JSON object")
 	}
-	for k := range m {
-		ok := false
-		for _, a := range allowed {
-			if k == a {
-				ok = true
-			}
-		}
+	for k, v := range m {
+		kind, ok := fields[k]
 		if !ok {
 			return nil, fmt.Errorf("the request body field %q is not accepted", clip(k))
+		}
+		okType := true
+		switch kind {
+		case fieldString:
+			_, okType = v.(string)
+		case fieldText:
+			_, okType = v.(string)
+			okType = okType || v == nil
+		case fieldBool:
+			_, okType = v.(bool)
+		}
+		if !okType {
+			return nil, fmt.Errorf("the request body field %q has the wrong type", clip(k))
 		}
 	}
 	return m, nil
@@ -150,7 +179,7 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 			h.refuse(w, r, sess, tool, RuleRequest, why, rec)
 			return
 		}
-		h.decideAndForward(r.Context(), w, r, sess, tool, args, rec, h.graphql, body)
+		h.decideAndForward(r.Context(), w, r, sess, tool, args, rec, h.graphql, g.Forward)
 		return
 	}
 	for _, op := range g.Ops {
@@ -185,15 +214,15 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 	if v, err := muts[0].Arguments[0].Value.Value(vars); err == nil {
 		input = v
 	}
-	ctx := h.withSecrets(r.Context(), "mutation input", input, body)
-	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.graphql, body)
+	ctx := h.withSecrets(r.Context(), "mutation input", input, g.Forward)
+	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.graphql, g.Forward)
 }
 
 func decodeVars(raw map[string]json.RawMessage) (map[string]any, error) {
 	vars := make(map[string]any, len(raw))
 	for k, v := range raw {
 		var x any
-		if err := json.Unmarshal(v, &x); err != nil {
+		if err := strictjson.Decode(v, &x, strictjson.Limits{MaxBytes: MaxGraphQLBody}); err != nil {
 			return nil, errors.New("a GraphQL variable is not valid JSON")
 		}
 		vars[k] = x

@@ -3,11 +3,15 @@ package githubrelay
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"sort"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"ironcurtain.dev/gateway/strictjson"
 )
 
 // GraphQL bounds.
@@ -59,11 +63,26 @@ type GraphQLOp struct {
 	Fields []string
 }
 
+// graphQLBody is a GraphQL request body as GitHub reads it: exactly these
+// names, each once, and nothing else (strictjson). It is also the form the
+// relay forwards: re-encoded from the decoded value, never the bytes sent.
+type graphQLBody struct {
+	Query         string                    `json:"query"`
+	OperationName string                    `json:"operationName,omitzero"`
+	Variables     map[string]jsontext.Value `json:"variables,omitzero"`
+}
+
 // GraphQLRequest is a classified GraphQL request.
 type GraphQLRequest struct {
 	Ops []GraphQLOp
-	// Variables as sent (the relay resolves mutation inputs from them).
+	// Query and OperationName are the decided ones (exact names).
+	Query, OperationName string
+	// Variables as decided (each value checked strictly: no duplicate
+	// names at any depth); the relay resolves mutation inputs from them.
 	Variables map[string]json.RawMessage
+	// Forward is the body the relay sends GitHub: the decided query,
+	// operationName and variables re-encoded, never the bytes received.
+	Forward []byte
 	// Mutations are the allowed mutations the document holds, with the
 	// tool that decides each; empty for a read.
 	Mutations []Action
@@ -72,7 +91,11 @@ type GraphQLRequest struct {
 }
 
 // ClassifyGraphQL parses a GraphQL request body and classifies every
-// operation in it. Refused (an error wrapping ErrRequest): a body that is
+// operation in it. The body is decoded strictly (strictjson): names match
+// exactly ("Query" is not "query"), a name given twice, a top-level name
+// other than query, operationName and variables, invalid UTF-8 and anything
+// after the object are refused, so the gateway and GitHub read the same
+// request. Refused (an error wrapping ErrRequest): a body that is
 // not one JSON object (batched arrays are refused), a body over
 // MaxGraphQLBody, a query that does not parse or exceeds MaxGraphQLTokens,
 // no operation, subscriptions, an operationName that names no operation,
@@ -88,22 +111,22 @@ func ClassifyGraphQL(body []byte) (GraphQLRequest, error) {
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		return GraphQLRequest{}, refuse("batched GraphQL requests are not supported")
 	}
-	var req struct {
-		Query         *string                    `json:"query"`
-		OperationName string                     `json:"operationName"`
-		Variables     map[string]json.RawMessage `json:"variables"`
+	var req graphQLBody
+	if err := strictjson.Decode(body, &req, strictjson.Limits{MaxBytes: MaxGraphQLBody}); err != nil {
+		reason := jsonReason(err)
+		if strings.Contains(reason, "after the JSON value") {
+			return GraphQLRequest{}, refuse("the GraphQL body holds more than one JSON value")
+		}
+		return GraphQLRequest{}, refuse("the GraphQL body is not a JSON object of query, operationName and variables as GitHub reads it: %s", reason)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
-		return GraphQLRequest{}, refuse("the GraphQL body is not a JSON object")
-	}
-	if dec.More() {
-		return GraphQLRequest{}, refuse("the GraphQL body holds more than one JSON value")
-	}
-	if req.Query == nil || *req.Query == "" {
+	if req.Query == "" {
 		return GraphQLRequest{}, refuse("the GraphQL body has no query")
 	}
-	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: *req.Query}, MaxGraphQLTokens)
+	fwd, err := strictjson.Marshal(req)
+	if err != nil {
+		return GraphQLRequest{}, refuse("the GraphQL body cannot be re-encoded")
+	}
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: req.Query}, MaxGraphQLTokens)
 	if err != nil {
 		return GraphQLRequest{}, refuse("the GraphQL query does not parse: %s", clip(err.Error()))
 	}
@@ -117,7 +140,13 @@ func ClassifyGraphQL(body []byte) (GraphQLRequest, error) {
 	} else if len(doc.Operations) > 1 {
 		return GraphQLRequest{}, refuse("the GraphQL document holds several operations and no operationName")
 	}
-	out := GraphQLRequest{Variables: req.Variables, doc: doc}
+	out := GraphQLRequest{Query: req.Query, OperationName: req.OperationName, Forward: fwd, doc: doc}
+	if req.Variables != nil {
+		out.Variables = make(map[string]json.RawMessage, len(req.Variables))
+		for k, v := range req.Variables {
+			out.Variables[k] = json.RawMessage(v)
+		}
+	}
 	seenMut := map[Action]bool{}
 	for _, op := range doc.Operations {
 		var typ string
@@ -161,6 +190,19 @@ func ClassifyGraphQL(body []byte) (GraphQLRequest, error) {
 		out.Ops = append(out.Ops, g)
 	}
 	return out, nil
+}
+
+// jsonReason is a strictjson refusal's short reason with where it was
+// found (names from the body are clipped).
+func jsonReason(err error) string {
+	var je *strictjson.Error
+	if errors.As(err, &je) {
+		if je.Path == "" {
+			return je.Reason
+		}
+		return je.Reason + " at " + clip(je.Path)
+	}
+	return "the body is not valid JSON"
 }
 
 // rootFields adds the names of the fields selected at the level of set,

@@ -32,6 +32,7 @@ const (
 // received is one request the fake GitHub API got.
 type received struct {
 	method, path, auth, body string
+	query, contentType       string // the raw query and the Content-Type header
 }
 
 // fakeGitHub is a GitHub API (REST and GraphQL) that records what it
@@ -55,7 +56,8 @@ func newFakeGitHub(t testing.TB) *fakeGitHub {
 func (f *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
-	f.got = append(f.got, received{method: r.Method, path: r.URL.EscapedPath(), auth: r.Header.Get("Authorization"), body: string(b)})
+	f.got = append(f.got, received{method: r.Method, path: r.URL.EscapedPath(), auth: r.Header.Get("Authorization"), body: string(b),
+		query: r.URL.RawQuery, contentType: r.Header.Get("Content-Type")})
 	f.mu.Unlock()
 	if r.Header.Get("Authorization") != "token "+gatewayTok && r.Header.Get("Authorization") != "Bearer "+gatewayTok {
 		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)

@@ -24,6 +24,7 @@ import (
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
+	"ironcurtain.dev/gateway/strictjson"
 )
 
 // Prefix is the path the relay is mounted under on the agent port.
@@ -219,7 +220,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveGraphQL(w, r, sess, rt, body, rec)
 		return
 	}
-	tool, args, why := restCall(rt, r.Method, body)
+	tool, args, sent, why := restCall(rt, body, h.cfg.MaxRESTBody)
+	if why == "" && sent == nil && len(body) > 0 {
+		why = "this route takes no request body"
+	}
 	if why != "" {
 		h.refuse(w, r, sess, tool, RuleRequest, why, withRoute(rec, rt))
 		return
@@ -230,11 +234,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// What is decided, scanned and forwarded is the decoded body,
+	// re-encoded: never the bytes received.
+	var forward []byte
+	if sent != nil {
+		if forward, err = strictjson.Marshal(sent); err != nil {
+			h.refuse(w, r, sess, tool, RuleRequest, "the request body cannot be re-encoded", withRoute(rec, rt))
+			return
+		}
+	}
 	ctx := r.Context()
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		ctx = h.withSecrets(ctx, "request body", decodeJSON(body), body)
+		ctx = h.withSecrets(ctx, "request body", sent, forward)
 	}
-	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.restURL(rt.Path, r.URL.RawQuery), body)
+	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.restURL(rt.Path, rt.Query), forward)
 }
 
 // GitHub Enterprise's layout, which gh uses for a GH_HOST other than
@@ -332,6 +345,9 @@ func (f *forwarder) run(ctx context.Context) (servers.Result, error) {
 		return servers.Result{}, fmt.Errorf("building the upstream request: %w", err)
 	}
 	copyRequestHeaders(req.Header, f.r.Header)
+	if f.body != nil {
+		req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	}
 	req.Header.Set("Authorization", "token "+f.h.cfg.Token)
 	start := time.Now()
 	resp, err := f.h.client.Do(req)
@@ -410,6 +426,11 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, sess session.Se
 // authenticate accepts the agent token as "Authorization: Bearer <t>" or
 // "token <t>" (what gh sends).
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (session.Session, bool) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		// Readers differ on which one counts: none does.
+		writeError(w, http.StatusUnauthorized, "the Authorization header is given more than once")
+		return session.Session{}, false
+	}
 	tok := agentToken(r.Header.Get("Authorization"))
 	if tok == "" {
 		writeError(w, http.StatusUnauthorized, "the agent token is required (Authorization: token <agent token>)")
@@ -462,10 +483,6 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	return b, nil
 }
-
-// forwardedRequestHeaders are the only request headers sent upstream.
-var forwardedRequestHeaders = []string{"Accept", "Accept-Encoding", "Content-Type", "User-Agent", "If-None-Match",
-	"If-Modified-Since", "X-Github-Api-Version", "Graphql-Features", "Time-Zone"}
 
 func copyRequestHeaders(dst, src http.Header) {
 	for _, k := range forwardedRequestHeaders {

@@ -28,6 +28,7 @@ package githubrelay
 import (
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -59,7 +60,10 @@ type Route struct {
 	// Template is the matched route template, e.g. "/repos/{owner}/{repo}/pulls/{number}".
 	Template string
 	// Path is the canonical path to forward.
-	Path   string
+	Path string
+	// Query is the canonical query string to forward (canonicalQuery):
+	// the parameters as decided, re-encoded, sorted by name.
+	Query  string
 	Action Action
 	// Owner and Repo are lower-cased (GitHub compares them case-insensitively);
 	// Number is the pull request or issue number, 0 when none.
@@ -153,20 +157,17 @@ const MaxPath = 1024
 // not be forwarded; a Route with ActionMerge or ActionForbidden is a
 // request the gateway understood and never allows.
 func ClassifyREST(method, rawPath, query string, h http.Header) (Route, error) {
-	for _, name := range methodOverrides {
-		if _, ok := h[http.CanonicalHeaderKey(name)]; ok {
-			return Route{}, refuse("the %s header is not accepted", name)
-		}
-	}
 	switch method {
 	case http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete, http.MethodHead:
 	default:
 		return Route{}, refuse("method %q is not accepted", clip(method))
 	}
-	if q, err := url.ParseQuery(query); err != nil {
-		return Route{}, refuse("the query string is malformed")
-	} else if _, ok := q["_method"]; ok {
-		return Route{}, refuse("the _method parameter is not accepted")
+	if err := checkHeaders(method, h); err != nil {
+		return Route{}, err
+	}
+	q, err := canonicalQuery(method, query)
+	if err != nil {
+		return Route{}, err
 	}
 	segs, err := canonicalSegments(rawPath)
 	if err != nil {
@@ -184,7 +185,7 @@ func ClassifyREST(method, rawPath, query string, h http.Header) (Route, error) {
 		if !ok {
 			continue
 		}
-		out.Path = canon
+		out.Path, out.Query = canon, q
 		return out, nil
 	}
 	if len(segs) >= 4 && segs[0] == "repos" {
@@ -193,6 +194,95 @@ func ClassifyREST(method, rawPath, query string, h http.Header) (Route, error) {
 		}
 	}
 	return Route{}, refuse("%s %s is not a route the gateway relays", method, clip(canon))
+}
+
+// MaxQuery bounds the raw query string.
+const MaxQuery = 2048
+
+// canonicalQuery parses the raw query string once and returns the form the
+// relay forwards: the same parameters re-encoded (url.Values.Encode, sorted
+// by name), so GitHub reads exactly what was decided. Refused: a query on
+// anything but GET and HEAD (a server that merges query and body
+// parameters would read what the body did not say; GraphQL is a POST), a
+// malformed one (bad escapes, ';' separators), a parameter given more than
+// once (servers differ on which one wins), an empty name, a name with
+// brackets (array and hash syntax some servers expand), _method (a method
+// override), and one longer than MaxQuery.
+func canonicalQuery(method, raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	if len(raw) > MaxQuery {
+		return "", refuse("the query string is longer than %d bytes", MaxQuery)
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return "", refuse("the query string is malformed")
+	}
+	for name, vs := range q {
+		switch {
+		case name == "":
+			return "", refuse("a query parameter has an empty name")
+		case len(vs) > 1:
+			return "", refuse("the query parameter %q is given more than once", clip(name))
+		case strings.ContainsAny(name, "[]"):
+			return "", refuse("the query parameter name %q holds brackets", clip(name))
+		case strings.EqualFold(name, "_method"):
+			return "", refuse("the _method parameter is not accepted")
+		}
+	}
+	if method != http.MethodGet && method != http.MethodHead {
+		return "", refuse("a query string is not accepted on %s (send the parameters in the JSON body)", method)
+	}
+	return q.Encode(), nil
+}
+
+// forwardedRequestHeaders are the only request headers sent upstream
+// (Content-Type is the relay's own, for the body it re-encodes).
+var forwardedRequestHeaders = []string{"Accept", "Accept-Encoding", "User-Agent", "If-None-Match",
+	"If-Modified-Since", "X-Github-Api-Version", "Graphql-Features", "Time-Zone"}
+
+// checkHeaders refuses headers GitHub might read differently from the
+// gateway: a method override (any spelling of the name, which the server
+// canonicalised), a forwarded header given more than once, a Content-Type
+// other than JSON in UTF-8 (given more than once, or on a body the relay
+// would read as something else), and a Content-Encoding (the relay reads
+// the body as sent; it forwards it re-encoded, without one).
+func checkHeaders(method string, h http.Header) error {
+	for _, name := range methodOverrides {
+		for k := range h {
+			if strings.EqualFold(k, name) {
+				return refuse("the %s header is not accepted", name)
+			}
+		}
+	}
+	for _, k := range forwardedRequestHeaders {
+		if len(h.Values(k)) > 1 {
+			return refuse("the %s header is given more than once", k)
+		}
+	}
+	if vs := h.Values("Content-Encoding"); len(vs) > 1 || len(vs) == 1 && !strings.EqualFold(strings.TrimSpace(vs[0]), "identity") {
+		return refuse("the Content-Encoding header is not accepted (send the body uncompressed)")
+	}
+	if method == http.MethodGet || method == http.MethodHead {
+		return nil // no body is read or forwarded
+	}
+	switch vs := h.Values("Content-Type"); len(vs) {
+	case 0:
+	case 1:
+		mt, params, err := mime.ParseMediaType(vs[0])
+		if err != nil || mt != "application/json" {
+			return refuse("the Content-Type header must be application/json")
+		}
+		for k, v := range params {
+			if k != "charset" || !strings.EqualFold(v, "utf-8") {
+				return refuse("the Content-Type header must be application/json (charset utf-8)")
+			}
+		}
+	default:
+		return refuse("the Content-Type header is given more than once")
+	}
+	return nil
 }
 
 // match matches segs against the template; placeholders bind values.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"sort"
 	"strconv"
 
@@ -105,14 +104,4 @@ func join(path, k string) string {
 		return k
 	}
 	return path + "." + k
-}
-
-// decodeJSON decodes a REST body for scanning (nil when it is not JSON:
-// restCall refuses such a body before anything is decided).
-func decodeJSON(body []byte) any {
-	var v any
-	if len(body) == 0 || json.Unmarshal(body, &v) != nil {
-		return nil
-	}
-	return v
 }

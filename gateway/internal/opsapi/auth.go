@@ -133,12 +133,23 @@ func (o *Operators) RejectOverlap(other *Operators) error {
 // with an operator token or a metrics token (scrapers: nil for none).
 // Metrics tokens open GET /metrics and nothing else.
 func MetricsAllowed(operators, scrapers *Operators, r *http.Request) bool {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := bearer(r)
 	if !ok {
 		return false
 	}
-	token = strings.TrimSpace(token)
 	_, op := operators.Authenticate(token)
 	_, sc := scrapers.Authenticate(token)
 	return op || sc
+}
+
+// bearer is the token of the request's one "Authorization: Bearer <token>"
+// header. Two Authorization headers are refused (false): readers differ on
+// which one counts, so none does.
+func bearer(r *http.Request) (string, bool) {
+	vs := r.Header.Values("Authorization")
+	if len(vs) != 1 {
+		return "", false
+	}
+	token, ok := strings.CutPrefix(vs[0], "Bearer ")
+	return strings.TrimSpace(token), ok
 }

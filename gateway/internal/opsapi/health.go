@@ -3,6 +3,7 @@ package opsapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -38,7 +39,10 @@ func dbDeadline(next http.Handler) http.Handler {
 
 // checkParams refuses a request whose path or query parameters hold text
 // Postgres cannot take (invalid UTF-8, NUL), naming the parameter, before
-// any handler sees it.
+// any handler sees it; and a query another reader could take for another
+// request: a parameter given twice (readers differ on which one wins) or a
+// ';' (some readers split on it). Handlers read the query with params,
+// through the same parser.
 func checkParams(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if bad := textProblem(r.URL.Path); bad != "" {
@@ -49,6 +53,14 @@ func checkParams(next http.Handler) http.Handler {
 		if err != nil {
 			writeError(w, http.StatusBadRequest, CodeBadRequest, "query: "+err.Error())
 			return
+		}
+		seen := make(map[string]bool, len(q))
+		for _, kv := range q {
+			if seen[kv[0]] {
+				writeError(w, http.StatusBadRequest, CodeBadRequest, paramName(kv[0])+": given more than once")
+				return
+			}
+			seen[kv[0]] = true
 		}
 		for _, kv := range q {
 			if bad := textProblem(kv[0]); bad != "" {
@@ -73,6 +85,9 @@ func parseQuery(raw string) ([][2]string, error) {
 		if part == "" {
 			continue
 		}
+		if strings.Contains(part, ";") {
+			return nil, errors.New("a ';' is not a parameter separator (use &, or %3B in a value)")
+		}
 		k, v, _ := strings.Cut(part, "=")
 		ku, err := unescapeQuery(k)
 		if err != nil {
@@ -83,6 +98,30 @@ func parseQuery(raw string) ([][2]string, error) {
 			return nil, errors.New(paramName(ku) + " is not percent-encoded correctly")
 		}
 		out = append(out, [2]string{ku, vu})
+	}
+	return out, nil
+}
+
+// params is the request's query as checkParams read it (the same parser),
+// one value per name; a name the route does not take is refused, named.
+func params(r *http.Request, allowed ...string) (map[string]string, error) {
+	q, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(q))
+	for _, kv := range q {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || kv[0] == a
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s: not a parameter of this route (it takes %s)", paramName(kv[0]), strings.Join(allowed, ", "))
+		}
+		if _, dup := out[kv[0]]; dup {
+			return nil, errors.New(paramName(kv[0]) + ": given more than once")
+		}
+		out[kv[0]] = kv[1]
 	}
 	return out, nil
 }

@@ -11,6 +11,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -24,6 +26,7 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/netlimit"
+	"ironcurtain.dev/gateway/strictjson"
 )
 
 // Escalations is what the API needs from the escalator (*escalation.PG).
@@ -148,10 +151,10 @@ type operatorKey struct{}
 // authenticate requires "Authorization: Bearer <operator token>".
 func (a *api) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		token, ok := bearer(r)
 		name, valid := "", false
 		if ok {
-			name, valid = a.deps.Operators.Authenticate(strings.TrimSpace(token))
+			name, valid = a.deps.Operators.Authenticate(token)
 		}
 		if !valid {
 			a.authFailure.Inc()
@@ -193,14 +196,18 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) listEscalations(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit, err := intParam(q.Get("limit"))
+	q, err := params(r, "status", "session", "limit", "cursor")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	limit, err := intParam(q["limit"])
 	if err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: "+err.Error())
 		return
 	}
-	f := escalation.ListFilter{Status: q.Get("status"), Session: q.Get("session"), Limit: limit}
-	if f.Cursor, err = audit.ParseCursor(q.Get("cursor")); err != nil {
+	f := escalation.ListFilter{Status: q["status"], Session: q["session"], Limit: limit}
+	if f.Cursor, err = audit.ParseCursor(q["cursor"]); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "cursor: "+err.Error())
 		return
 	}
@@ -231,10 +238,8 @@ func (a *api) decide(approve bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body DecideRequest
 		if r.ContentLength != 0 {
-			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&body); err != nil {
-				writeError(w, http.StatusBadRequest, CodeBadRequest, "body: want {\"reason\": \"...\", \"similar\": \"directory|domain|exact\"}")
+			if err := decodeBody(w, r, &body); err != nil {
+				writeError(w, http.StatusBadRequest, CodeBadRequest, "body: "+err.Error()+"; want {\"reason\": \"...\", \"similar\": \"directory|domain|exact\"}")
 				return
 			}
 		}
@@ -252,22 +257,25 @@ func (a *api) decide(approve bool) http.HandlerFunc {
 }
 
 func (a *api) toolCalls(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	f := audit.Filter{Session: q.Get("session"), Server: q.Get("server"), Tool: q.Get("tool"), Decision: q.Get("decision")}
-	var err error
-	if f.Limit, err = intParam(q.Get("limit")); err != nil {
+	q, err := params(r, "session", "server", "tool", "decision", "limit", "since", "after", "cursor")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	f := audit.Filter{Session: q["session"], Server: q["server"], Tool: q["tool"], Decision: q["decision"]}
+	if f.Limit, err = intParam(q["limit"]); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: "+err.Error())
 		return
 	}
-	if f.Since, err = ParseSince(q.Get("since"), time.Now()); err != nil {
+	if f.Since, err = ParseSince(q["since"], time.Now()); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "since: "+err.Error())
 		return
 	}
-	if f.After, err = ParseSince(q.Get("after"), time.Now()); err != nil {
+	if f.After, err = ParseSince(q["after"], time.Now()); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "after: "+err.Error())
 		return
 	}
-	if f.Cursor, err = audit.ParseCursor(q.Get("cursor")); err != nil {
+	if f.Cursor, err = audit.ParseCursor(q["cursor"]); err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "cursor: "+err.Error())
 		return
 	}
@@ -279,14 +287,19 @@ func (a *api) toolCalls(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) sessions(w http.ResponseWriter, r *http.Request) {
-	limit, err := intParam(r.URL.Query().Get("limit"))
+	q, err := params(r, "status", "limit", "cursor")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	limit, err := intParam(q["limit"])
 	if err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: "+err.Error())
 		return
 	}
 	if lister, ok := a.deps.Data.(SessionLister); ok { // sessions_list.go
-		f := SessionFilter{Status: r.URL.Query().Get("status"), Limit: limit}
-		if f.Cursor, err = audit.ParseCursor(r.URL.Query().Get("cursor")); err != nil {
+		f := SessionFilter{Status: q["status"], Limit: limit}
+		if f.Cursor, err = audit.ParseCursor(q["cursor"]); err != nil {
 			writeError(w, http.StatusBadRequest, CodeBadRequest, "cursor: "+err.Error())
 			return
 		}
@@ -380,6 +393,27 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, errors.New("want an RFC 3339 time or a positive duration such as 15m")
 	}
 	return now.Add(-d), nil
+}
+
+// decodeBody reads a JSON request body (at most maxBody bytes) strictly
+// (strictjson): names exact, each once, none the type does not take,
+// nothing after the value. The error is short and names where.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return fmt.Errorf("larger than %d bytes or not readable", maxBody)
+	}
+	if err := strictjson.Decode(b, v, strictjson.Limits{MaxBytes: maxBody, MaxDepth: 8}); err != nil {
+		var je *strictjson.Error
+		if errors.As(err, &je) {
+			if je.Path != "" {
+				return fmt.Errorf("%s at %s", je.Reason, paramName(je.Path))
+			}
+			return errors.New(je.Reason)
+		}
+		return errors.New("not valid JSON")
+	}
+	return nil
 }
 
 // ErrorBody is the JSON shape of every error.

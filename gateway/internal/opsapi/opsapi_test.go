@@ -160,7 +160,7 @@ func (f *fakeData) Session(_ context.Context, id string) (SessionSummary, error)
 }
 func (f *fakeData) Ready(context.Context) error { return f.ready }
 
-func newTestAPI(t *testing.T) (http.Handler, *fakeEscalations, *fakeData) {
+func newTestAPI(t testing.TB) (http.Handler, *fakeEscalations, *fakeData) {
 	t.Helper()
 	ops, err := NewOperators(map[string]OperatorToken{"alice": opToken})
 	if err != nil {

@@ -2,7 +2,6 @@ package opsapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -78,10 +77,8 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body CreateSessionRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, `body: want {"name": "...", "ttl": "8h", "budget": {...}, "labels": {...}}`)
+	if err := decodeBody(w, r, &body); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "body: "+err.Error()+`; want {"name": "...", "ttl": "8h", "budget": {...}, "labels": {...}}`)
 		return
 	}
 	spec, err := body.Spec()
@@ -117,10 +114,8 @@ func (a *api) revokeSession(w http.ResponseWriter, r *http.Request) {
 	}
 	var body RevokeSessionRequest
 	if r.ContentLength != 0 {
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, `body: want {"reason": "..."}`)
+		if err := decodeBody(w, r, &body); err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "body: "+err.Error()+`; want {"reason": "..."}`)
 			return
 		}
 	}
