@@ -105,3 +105,20 @@ func (c *Client) do(ctx context.Context, op, name string) (*Stream, error) {
 }
 
 var _ io.ReadWriteCloser = (*Stream)(nil)
+
+// Launcher returns the start function of external.Config for server name:
+// each call starts the container and checks that the launcher runs the
+// image gateway.yaml names for it.
+func (c *Client) Launcher(name, image string) func(ctx context.Context) (io.ReadWriteCloser, error) {
+	return func(ctx context.Context) (io.ReadWriteCloser, error) {
+		s, err := c.Start(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if s.Image != image {
+			_ = s.Close()
+			return nil, fmt.Errorf("the launcher runs image %q for %s, but gateway.yaml names %q", s.Image, name, image)
+		}
+		return s, nil
+	}
+}
