@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 )
 
@@ -65,10 +66,5 @@ func (f *fakeDocker) ContainerRemove(_ context.Context, id string, _ client.Cont
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.removes = append(f.removes, id)
-	return client.ContainerRemoveResult{}, notFound{}
+	return client.ContainerRemoveResult{}, cerrdefs.ErrNotFound.WithMessage("no such container")
 }
-
-type notFound struct{}
-
-func (notFound) Error() string { return "no such container" }
-func (notFound) NotFound()     {}

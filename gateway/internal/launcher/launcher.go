@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 )
@@ -251,10 +252,7 @@ func (l *Launcher) forceRemove(id string) {
 	}
 }
 
-func isNotFound(err error) bool {
-	var nf interface{ NotFound() }
-	return errors.As(err, &nf)
-}
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 
 // readLine reads one line of at most max bytes (without the newline).
 func readLine(br *bufio.Reader, max int) ([]byte, error) {
