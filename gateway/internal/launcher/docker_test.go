@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -164,7 +165,7 @@ func TestDockerImageServer(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	sort.Strings(names)
-	if strings.Join(names, ",") != "eatmem,echo,probe" {
+	if strings.Join(names, ",") != "eatmem,echo,flood,probe" {
 		t.Fatalf("tools = %v", names)
 	}
 	callText := func(tool string) (string, error) {
@@ -268,21 +269,37 @@ func TestDockerImageServer(t *testing.T) {
 		}
 	})
 
-	t.Run("2 GiB of memory kills only the server, which restarts", func(t *testing.T) {
-		if _, err := callText("eatmem"); err == nil {
-			t.Fatal("allocating 2 GiB under a 128 MiB limit succeeded")
-		}
+	waitRestart := func(t *testing.T, after string) {
+		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			got, err := callText("echo")
 			if err == nil && got == "hi" {
-				break
+				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("no restart after the OOM kill: %q %v", got, err)
+				t.Fatalf("no restart after %s: %q %v", after, got, err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+	}
+	t.Run("2 GiB of memory kills only the server, which restarts", func(t *testing.T) {
+		if _, err := callText("eatmem"); err == nil {
+			t.Fatal("allocating 2 GiB under a 128 MiB limit succeeded")
+		}
+		waitRestart(t, "the OOM kill")
+	})
+	t.Run("100 MB of stdout ends the run at the line cap, which restarts", func(t *testing.T) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := callText("flood"); err == nil {
+			t.Fatal("a 100 MB line was accepted")
+		}
+		runtime.ReadMemStats(&after)
+		if grown := int64(after.TotalAlloc - before.TotalAlloc); grown > 8*external.MaxLineBytes {
+			t.Errorf("the flood cost the gateway %d MiB of allocations", grown>>20)
+		}
+		waitRestart(t, "the flood")
 	})
 
 	if err := srv.Close(); err != nil {

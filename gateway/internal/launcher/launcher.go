@@ -169,7 +169,7 @@ func (l *Launcher) open(ctx context.Context, op, name string, s ServerConfig) (s
 	// One container per server: a leftover one (a crashed run) goes first.
 	_ = l.stop(ctx, name)
 	spec := BuildSpec(name, s, l.cfg.Proxy, ProxyIdentity(l.token, name))
-	created, err := l.docker.ContainerCreate(ctx, spec)
+	created, err := l.create(ctx, spec)
 	if err != nil {
 		return "", client.HijackedResponse{}, fmt.Errorf("creating the container: %w", err)
 	}
@@ -188,6 +188,22 @@ func (l *Launcher) open(ctx context.Context, op, name string, s ServerConfig) (s
 	l.running[name] = id
 	l.mu.Unlock()
 	return id, hj.HijackedResponse, nil
+}
+
+// create creates the container, waiting while the previous run's
+// container (removed on exit) still holds the name.
+func (l *Launcher) create(ctx context.Context, spec client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		created, err := l.docker.ContainerCreate(ctx, spec)
+		if err == nil || !cerrdefs.IsConflict(err) {
+			return created, err
+		}
+		select {
+		case <-ctx.Done():
+			return created, err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // pump copies the gateway's bytes to the container's stdin and the
@@ -228,7 +244,7 @@ func (l *Launcher) stop(ctx context.Context, name string) error {
 	delete(l.running, name)
 	l.mu.Unlock()
 	_, err := l.docker.ContainerRemove(ctx, ContainerName(name), client.ContainerRemoveOptions{Force: true})
-	if err != nil && !isNotFound(err) {
+	if err != nil && !isNotFound(err) && !cerrdefs.IsConflict(err) { // conflict: already being removed
 		return fmt.Errorf("removing the container: %w", err)
 	}
 	return nil
@@ -247,7 +263,7 @@ func (l *Launcher) remove(name, id string) {
 func (l *Launcher) forceRemove(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := l.docker.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !isNotFound(err) {
+	if _, err := l.docker.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !isNotFound(err) && !cerrdefs.IsConflict(err) {
 		l.log.Warn("launcher: removing a container failed", "container", shortID(id), "err", err)
 	}
 }

@@ -29,6 +29,18 @@ func TestMain(m *testing.M) {
 			b, _ := json.Marshal(probe())
 			return mcp.NewToolResultText(string(b)), nil
 		})
+		s.AddTool(mcp.NewTool("flood"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			chunk := make([]byte, 1<<20)
+			for i := range chunk {
+				chunk[i] = 'x'
+			}
+			for i := 0; i < 100; i++ { // 100 MB, no newline
+				if _, err := os.Stdout.Write(chunk); err != nil {
+					break
+				}
+			}
+			return mcp.NewToolResultText("flooded"), nil
+		})
 		s.AddTool(mcp.NewTool("eatmem"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var keep [][]byte
 			for i := 0; i < 2048; i++ { // 2 GiB, touched
