@@ -29,6 +29,7 @@ const (
 // Config is the launcher's own configuration file (launcher.yaml).
 //
 //	socket: /run/ironcurtain-launcher/launcher.sock
+//	socket_gid: 10001              # the gateway's group
 //	token_file: /run/secrets/launcher-token
 //	proxy: gateway:8081            # the egress proxy as the servers' networks reach it
 //	servers:
@@ -45,6 +46,9 @@ const (
 type Config struct {
 	// Socket is the unix socket the launcher listens on.
 	Socket string `yaml:"socket"`
+	// SocketGID, when set, is the group given the socket (the gateway's
+	// group: the socket is mode 0660).
+	SocketGID *int `yaml:"socket_gid"`
 	// TokenFile holds the token the gateway presents (and from which the
 	// servers' proxy identities are derived, ProxyIdentity).
 	TokenFile string `yaml:"token_file"`
@@ -146,6 +150,9 @@ func (c *Config) Validate() error {
 	if !filepath.IsAbs(c.Socket) {
 		add("socket", "must be an absolute path")
 	}
+	if c.SocketGID != nil && (*c.SocketGID < 0 || *c.SocketGID > 1<<31-2) {
+		add("socket_gid", "must be a group id")
+	}
 	if !filepath.IsAbs(c.TokenFile) {
 		add("token_file", "must be an absolute path")
 	}
@@ -211,10 +218,10 @@ func (c *Config) Validate() error {
 		}
 		for i, sf := range s.SecretFiles {
 			sfield := fmt.Sprintf("%s.secret_files[%d]", f, i)
-			if !filepath.IsAbs(sf.Source) || filepath.Clean(sf.Source) != sf.Source {
-				add(sfield+".source", "must be a clean absolute path")
-			} else if st, err := os.Stat(sf.Source); err != nil || !st.Mode().IsRegular() {
-				add(sfield+".source", "must be an existing regular file")
+			// A path on the Docker host (the daemon refuses a missing one
+			// when the container starts).
+			if !filepath.IsAbs(sf.Source) || filepath.Clean(sf.Source) != sf.Source || sf.Source == "/" {
+				add(sfield+".source", "must be a clean absolute path of a file on the Docker host")
 			}
 			target(sfield+".target", sf.Target)
 		}

@@ -31,6 +31,7 @@ servers:
     network: ic-srv-notes
     env: {NOTES_DIR: /data}
     volumes: [{name: notes-data, target: /data, writable: true}, {name: notes-ro, target: /ro}]
+    secret_files: [{source: /srv/secrets/notes-token, target: /run/secrets/notes-token}]
     memory_mb: 128
     pids: 64
     cpus: 0.25
@@ -80,6 +81,7 @@ func TestBuildSpec(t *testing.T) {
 		{"Mounts", hc.Mounts, []mount.Mount{
 			{Type: mount.TypeVolume, Source: "notes-data", Target: "/data", ReadOnly: false, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
 			{Type: mount.TypeVolume, Source: "notes-ro", Target: "/ro", ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+			{Type: mount.TypeBind, Source: "/srv/secrets/notes-token", Target: "/run/secrets/notes-token", ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
 		}},
 	}
 	for _, tt := range tests {
@@ -122,7 +124,10 @@ func TestConfigRefusals(t *testing.T) {
 		{"host path volume", "    network: n\n    volumes: [{name: /etc, target: /x}]\n", "named volume"},
 		{"volume on /proc", "    network: n\n    volumes: [{name: v, target: /proc/x}]\n", "reserved"},
 		{"proxy env", "    network: n\n    env: {HTTPS_PROXY: http://evil}\n", "set by the launcher"},
-		{"missing secret", "    network: n\n    secret_files: [{source: /nonexistent/x, target: /run/x}]\n", "existing regular file"},
+		{"relative secret source", "    network: n\n    secret_files: [{source: x/token, target: /run/x}]\n", "clean absolute path"},
+		{"secret source /", "    network: n\n    secret_files: [{source: /, target: /run/x}]\n", "clean absolute path"},
+		{"secret on /tmp", "    network: n\n    secret_files: [{source: /s, target: /tmp}]\n", "reserved"},
+		{"two mounts on one target", "    network: n\n    secret_files: [{source: /s, target: /d}]\n    volumes: [{name: v, target: /d}]\n", "also the target"},
 		{"unknown key", "    network: n\n    privileged: true\n", "privileged"},
 		{"memory", "    network: n\n    memory_mb: 999999\n", "memory_mb"},
 	}

@@ -37,6 +37,12 @@ func Run(ctx context.Context, path string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("starting launcher: %w", err)
 	}
+	if cfg.SocketGID != nil {
+		if err := os.Chown(cfg.Socket, -1, *cfg.SocketGID); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("starting launcher: giving the socket to group %d: %w", *cfg.SocketGID, err)
+		}
+	}
 	log.Info("launcher: listening", "socket", cfg.Socket, "servers", len(cfg.Servers))
 	return l.Serve(ctx, ln)
 }
