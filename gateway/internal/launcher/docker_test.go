@@ -7,11 +7,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -31,7 +33,7 @@ const baseImage = "ironcurtain/base-offline:bookworm"
 
 // dockerOrSkip returns a Docker client; without Docker the test skips,
 // except under CI=true, where it fails (DESIGN §13).
-func dockerOrSkip(t *testing.T) *client.Client {
+func dockerOrSkip(t testing.TB) *client.Client {
 	t.Helper()
 	fail := t.Skipf
 	if os.Getenv("CI") == "true" {
@@ -60,7 +62,7 @@ func dockerOrSkip(t *testing.T) *client.Client {
 
 // buildTestImage builds baseImage + this test binary at /srv with the
 // classic builder (no registry needed).
-func buildTestImage(t *testing.T, cli *client.Client, tag string) {
+func buildTestImage(t testing.TB, cli *client.Client, tag string) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -343,9 +345,94 @@ func resultText(r servers.Result) string {
 }
 
 // tWriter logs the launcher's lines through t.
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// BenchmarkTwentyImageServers starts 20 confined servers through the
+// launcher and reports the cold start per server and the resident memory
+// they add to this process (the adapters and the launcher's pumps; the
+// gateway and the launcher are one process here). Run with -benchtime=1x.
+func BenchmarkTwentyImageServers(b *testing.B) {
+	cli := dockerOrSkip(b)
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	id := hex.EncodeToString(suffix)
+	tag := "ironcurtain/launcher-test:" + id
+	buildTestImage(b, cli, tag)
+	cfg := &Config{Socket: "/unused", TokenFile: "/unused", Servers: map[string]ServerConfig{}}
+	var names []string
+	for i := range 20 {
+		n := fmt.Sprintf("bench%d-%s", i, id)
+		names = append(names, n)
+		cfg.Servers[n] = ServerConfig{Image: tag, Args: []string{"/ic-test-server", "-test.run=^$"}, Network: "none",
+			Env: map[string]string{modeVar: "serve"}, MemoryMB: 64, Pids: 32, CPUs: 0.1}
+	}
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(b.TempDir(), "l.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := New(cfg, testToken, cli, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- l.Serve(ctx, ln) }()
+	defer func() {
+		stop()
+		<-served
+	}()
+	lc := &Client{Socket: sock, Token: testToken}
+	for b.Loop() {
+		debug.FreeOSMemory()
+		before := rssKiB(b)
+		began := time.Now()
+		var srvs []*external.Server
+		for _, n := range names {
+			s, err := external.Start(context.Background(), external.Config{Name: n, Launch: lc.Launcher(n, tag), StartTimeout: time.Minute}, external.Deps{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srvs = append(srvs, s)
+		}
+		cold := time.Since(began) / time.Duration(len(names))
+		for _, s := range srvs {
+			if len(s.Tools()) != 4 {
+				b.Fatalf("%s lists %d tools", s.Name(), len(s.Tools()))
+			}
+		}
+		debug.FreeOSMemory()
+		grown := rssKiB(b) - before
+		b.ReportMetric(float64(cold.Milliseconds()), "ms-cold-start/server")
+		b.ReportMetric(float64(grown)/float64(len(names)), "RSS-KiB/server")
+		b.ReportMetric(float64(rssKiB(b))/1024, "RSS-MiB-total")
+		for _, s := range srvs {
+			_ = s.Close()
+		}
+	}
+}
+
+// rssKiB is this process's resident set (VmRSS).
+func rssKiB(tb testing.TB) int64 {
+	st, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, l := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kib int64
+			_, _ = fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kib)
+			return kib
+		}
+	}
+	tb.Fatal("no VmRSS")
+	return 0
 }
