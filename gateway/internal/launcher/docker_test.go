@@ -7,9 +7,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -122,15 +124,45 @@ func TestDockerImageServer(t *testing.T) {
 	buildTestImage(t, cli, tag)
 
 	ctx := context.Background()
-	if _, err := cli.NetworkCreate(ctx, netName, client.NetworkCreateOptions{Driver: "bridge", Internal: true}); err != nil {
+	// The server's network: internal, and no host address on its bridge.
+	if _, err := cli.NetworkCreate(ctx, netName, client.NetworkCreateOptions{Driver: "bridge", Internal: true,
+		Options: map[string]string{InhibitIPv4: "true"}}); err != nil {
 		t.Fatalf("creating the internal network: %v", err)
 	}
 	t.Cleanup(func() { _, _ = cli.NetworkRemove(context.Background(), netName, client.NetworkRemoveOptions{}) })
+	// A plain internal network (the bridge has a host address): refused.
+	leakyNet := netName + "-leaky"
+	if _, err := cli.NetworkCreate(ctx, leakyNet, client.NetworkCreateOptions{Driver: "bridge", Internal: true}); err != nil {
+		t.Fatalf("creating the internal network: %v", err)
+	}
+	t.Cleanup(func() { _, _ = cli.NetworkRemove(context.Background(), leakyNet, client.NetworkRemoveOptions{}) })
+	// A service of the Docker host listening on every address: an internal
+	// network's gateway address reaches it unless the bridge has none.
+	hostLn, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hostLn.Close() })
+	go func() {
+		for {
+			c, err := hostLn.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	netInfo, err := cli.NetworkInspect(ctx, netName, client.NetworkInspectOptions{})
+	if err != nil || len(netInfo.Network.IPAM.Config) == 0 {
+		t.Fatalf("inspecting the network: %v", err)
+	}
+	hostAddr := net.JoinHostPort(netInfo.Network.IPAM.Config[0].Gateway.String(), fmt.Sprint(hostLn.Addr().(*net.TCPAddr).Port))
 
 	t.Setenv("GITHUB_TOKEN", "ghp_gateway_secret_must_not_reach_the_server")
 	cfg := &Config{Socket: "/unused", TokenFile: "/unused", Proxy: "gateway.invalid:8081", Servers: map[string]ServerConfig{
 		name: {Image: tag, Args: []string{"/ic-test-server", "-test.run=^$"}, Network: netName,
-			Env: map[string]string{modeVar: "serve"}, MemoryMB: 128, Pids: 32, CPUs: 1},
+			Env: map[string]string{modeVar: "serve", "IC_PROBE_HOST": hostAddr}, MemoryMB: 128, Pids: 32, CPUs: 1},
+		"leaky-" + id: {Image: tag, Network: leakyNet},
 	}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -153,6 +185,13 @@ func TestDockerImageServer(t *testing.T) {
 		_, _ = cli.ContainerRemove(context.Background(), ContainerName(name), client.ContainerRemoveOptions{Force: true})
 	})
 	lc := &Client{Socket: sock, Token: testToken}
+
+	if _, err := lc.Start(ctx, "leaky-"+id); !errors.Is(err, ErrRefused) {
+		t.Fatalf("start on an internal network whose bridge has a host address: %v, want refused", err)
+	}
+	if _, err := cli.ContainerInspect(ctx, ContainerName("leaky-"+id), client.ContainerInspectOptions{}); err == nil {
+		t.Fatal("a container was created on the refused network")
+	}
 
 	began := time.Now()
 	srv, err := external.Start(ctx, external.Config{Name: name, Launch: lc.Launcher(name, tag), StartTimeout: 60 * time.Second,

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 )
 
@@ -21,6 +22,25 @@ type fakeDocker struct {
 	starts     []string
 	removes    []string
 	failCreate error
+	// networks are the networks the fake knows (name → inspect).
+	networks map[string]network.Inspect
+}
+
+func (f *fakeDocker) NetworkInspect(_ context.Context, id string, _ client.NetworkInspectOptions) (client.NetworkInspectResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.networks[id]
+	if !ok {
+		return client.NetworkInspectResult{}, cerrdefs.ErrNotFound.WithMessage("no such network")
+	}
+	return client.NetworkInspectResult{Network: n}, nil
+}
+
+// safeNetwork is an internal bridge network without a host address.
+func safeNetwork() network.Inspect {
+	var n network.Inspect
+	n.Driver, n.Internal, n.Options = "bridge", true, map[string]string{InhibitIPv4: "true"}
+	return n
 }
 
 func (f *fakeDocker) ContainerCreate(_ context.Context, o client.ContainerCreateOptions) (client.ContainerCreateResult, error) {

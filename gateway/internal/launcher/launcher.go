@@ -26,6 +26,7 @@ type Docker interface {
 	ContainerAttach(ctx context.Context, id string, opts client.ContainerAttachOptions) (client.ContainerAttachResult, error)
 	ContainerStart(ctx context.Context, id string, opts client.ContainerStartOptions) (client.ContainerStartResult, error)
 	ContainerRemove(ctx context.Context, id string, opts client.ContainerRemoveOptions) (client.ContainerRemoveResult, error)
+	NetworkInspect(ctx context.Context, id string, opts client.NetworkInspectOptions) (client.NetworkInspectResult, error)
 }
 
 var _ Docker = (*client.Client)(nil)
@@ -166,6 +167,9 @@ func (l *Launcher) open(ctx context.Context, op, name string, s ServerConfig) (s
 		}
 		return id, hj.HijackedResponse, nil
 	}
+	if err := l.checkNetwork(ctx, s.Network); err != nil {
+		return "", client.HijackedResponse{}, err
+	}
 	// One container per server: a leftover one (a crashed run) goes first.
 	_ = l.stop(ctx, name)
 	spec := BuildSpec(name, s, l.cfg.Proxy, ProxyIdentity(l.token, name))
@@ -188,6 +192,35 @@ func (l *Launcher) open(ctx context.Context, op, name string, s ServerConfig) (s
 	l.running[name] = id
 	l.mu.Unlock()
 	return id, hj.HijackedResponse, nil
+}
+
+// InhibitIPv4 is the bridge driver option that leaves the bridge without a
+// host address.
+const InhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
+
+// checkNetwork refuses a server network that reaches more than its peers:
+// it must be "none", or an internal bridge network without a host address
+// (InhibitIPv4). On an internal network that has one, a container reaches
+// every service of the Docker host listening on all addresses through the
+// network's gateway address.
+func (l *Launcher) checkNetwork(ctx context.Context, name string) error {
+	if name == "none" {
+		return nil
+	}
+	res, err := l.docker.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("inspecting network %s: %w", name, err)
+	}
+	n := res.Network
+	switch {
+	case !n.Internal:
+		return fmt.Errorf("network %s is not internal (it has a route out)", name)
+	case n.Driver != "bridge":
+		return fmt.Errorf("network %s uses driver %q; only internal bridge networks are checked", name, n.Driver)
+	case n.Options[InhibitIPv4] != "true":
+		return fmt.Errorf("network %s gives the Docker host an address on it (create it with -o %s=true)", name, InhibitIPv4)
+	}
+	return nil
 }
 
 // create creates the container, waiting while the previous run's

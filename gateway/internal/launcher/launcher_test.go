@@ -14,6 +14,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
 )
 
 var testToken = []byte("0123456789abcdef0123456789abcdef-test")
@@ -199,6 +200,9 @@ func FuzzParseRequest(f *testing.F) {
 func serve(t *testing.T, d *fakeDocker) (*Config, *Client) {
 	t.Helper()
 	cfg := testConfig(t)
+	if d.networks == nil {
+		d.networks = map[string]network.Inspect{"ic-srv-notes": safeNetwork()}
+	}
 	sock := filepath.Join(t.TempDir(), "l.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -329,5 +333,52 @@ func BenchmarkParseRequest(b *testing.B) {
 		if _, err := ParseRequest(line); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestNetworkCheck: a server is started only on an internal bridge network
+// whose bridge has no host address (else the container reaches the Docker
+// host's services through the gateway address); nothing is created
+// otherwise.
+func TestNetworkCheck(t *testing.T) {
+	mod := func(f func(*network.Inspect)) *network.Inspect {
+		n := safeNetwork()
+		f(&n)
+		return &n
+	}
+	tests := []struct {
+		name string
+		net  *network.Inspect // nil: the network does not exist
+		ok   bool
+	}{
+		{"internal, no host address", mod(func(*network.Inspect) {}), true},
+		{"missing", nil, false},
+		{"not internal", mod(func(n *network.Inspect) { n.Internal = false }), false},
+		{"host address on the bridge", mod(func(n *network.Inspect) { n.Options = nil }), false},
+		{"inhibit false", mod(func(n *network.Inspect) { n.Options[InhibitIPv4] = "false" }), false},
+		{"other driver", mod(func(n *network.Inspect) { n.Driver = "macvlan" }), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &fakeDocker{networks: map[string]network.Inspect{}}
+			if tt.net != nil {
+				d.networks["ic-srv-notes"] = *tt.net
+			}
+			_, cl := serve(t, d)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := cl.Start(ctx, "notes")
+			if err == nil {
+				s.Close()
+			}
+			if (err == nil) != tt.ok {
+				t.Fatalf("start: %v, want ok=%v", err, tt.ok)
+			}
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if !tt.ok && len(d.creates) != 0 {
+				t.Fatalf("a container was created on a refused network")
+			}
+		})
 	}
 }

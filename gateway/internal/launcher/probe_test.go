@@ -106,7 +106,11 @@ func probe() probeResult {
 	if err := os.WriteFile("/tmp/ok", []byte("x"), 0o644); err != nil {
 		r.TmpWrite = err.Error()
 	}
-	for _, a := range []string{"1.1.1.1:443", "8.8.8.8:53", "172.17.0.1:2375", "172.17.0.1:80"} {
+	targets := []string{"1.1.1.1:443", "8.8.8.8:53", "172.17.0.1:2375", "172.17.0.1:80"}
+	if h := os.Getenv("IC_PROBE_HOST"); h != "" {
+		targets = append(targets, h) // a service of the Docker host, through the network's gateway address
+	}
+	for _, a := range targets {
 		c, err := net.DialTimeout("tcp", a, 2*time.Second)
 		if err == nil {
 			c.Close()
