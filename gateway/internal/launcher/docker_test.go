@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,7 +23,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"ironcurtain.dev/gateway/internal/mcphub/external"
@@ -158,10 +161,13 @@ func TestDockerImageServer(t *testing.T) {
 	}
 	hostAddr := net.JoinHostPort(netInfo.Network.IPAM.Config[0].Gateway.String(), fmt.Sprint(hostLn.Addr().(*net.TCPAddr).Port))
 
+	proxyID, proxyAddr := startTestProxy(t, cli, tag, netName, name)
+
 	t.Setenv("GITHUB_TOKEN", "ghp_gateway_secret_must_not_reach_the_server")
-	cfg := &Config{Socket: "/unused", TokenFile: "/unused", Proxy: "gateway.invalid:8081", Servers: map[string]ServerConfig{
+	cfg := &Config{Socket: "/unused", TokenFile: "/unused", Proxy: proxyAddr, Servers: map[string]ServerConfig{
 		name: {Image: tag, Args: []string{"/ic-test-server", "-test.run=^$"}, Network: netName,
-			Env: map[string]string{modeVar: "serve", "IC_PROBE_HOST": hostAddr}, MemoryMB: 128, Pids: 32, CPUs: 1},
+			Env:      map[string]string{modeVar: "serve", "IC_PROBE_HOST": hostAddr, "IC_PROBE_PROXY_TARGET": "127.0.0.1:8443"},
+			MemoryMB: 128, Pids: 32, CPUs: 1},
 		"leaky-" + id: {Image: tag, Network: leakyNet},
 	}}
 	if err := cfg.Validate(); err != nil {
@@ -245,7 +251,7 @@ func TestDockerImageServer(t *testing.T) {
 			{"own network", string(hc.NetworkMode) == netName},
 			{"private pid namespace", hc.PidMode == ""},
 			{"no log file", hc.LogConfig.Type == "none"},
-			{"proxy identity", slices.Contains(c.Env, "HTTPS_PROXY=http://"+name+":"+ProxyIdentity(testToken, name)+"@gateway.invalid:8081")},
+			{"proxy identity", slices.Contains(c.Env, "HTTPS_PROXY=http://"+name+":"+ProxyIdentity(testToken, name)+"@"+proxyAddr)},
 			{"only configured env", !slices.ContainsFunc(c.Env, func(e string) bool { return strings.HasPrefix(e, "GITHUB_TOKEN=") })},
 		}
 		for _, ck := range checks {
@@ -287,6 +293,21 @@ func TestDockerImageServer(t *testing.T) {
 		}
 		if slices.Contains(r.Env, "GITHUB_TOKEN") {
 			t.Error("the gateway's environment reached the server")
+		}
+		wantProxy := map[string]string{
+			"identity":               "200 ping", // its allowlisted host, through the proxy
+			"identity_off_allowlist": "403",
+			"no_identity":            "407",
+			"forged_identity":        "407",
+		}
+		if !maps.Equal(r.Proxy, wantProxy) {
+			t.Errorf("egress proxy answers %v, want %v", r.Proxy, wantProxy)
+		}
+		logs := containerLogs(t, cli, proxyID)
+		for _, want := range []string{`"session_id":"server:` + name + `"`, `"decision":"allow"`, `"decision":"deny"`, `"rule":"servers.egress.allowed_hosts[127.0.0.1]"`} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("the proxy's records lack %s:\n%s", want, logs)
+			}
 		}
 		if r.Forked >= 32 || r.ForkRefused == "" {
 			t.Errorf("fork bomb not contained: %d processes started, refusal %q", r.Forked, r.ForkRefused)
@@ -474,4 +495,50 @@ func rssKiB(tb testing.TB) int64 {
 	}
 	tb.Fatal("no VmRSS")
 	return 0
+}
+
+// startTestProxy runs the egress proxy (runTestProxy) in its own container
+// on the server's network and returns its id and address.
+func startTestProxy(t *testing.T, cli *client.Client, image, netName, server string) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: "ic-launcher-test-proxy-" + server,
+		Config: &container.Config{Image: image, Cmd: []string{"/ic-test-server", "-test.run=^$"},
+			Env: []string{modeVar + "=proxy", "IC_PROXY_SERVER=" + server, "IC_PROXY_TOKEN=" + ProxyIdentity(testToken, server)}},
+		HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(netName)},
+	})
+	if err != nil {
+		t.Fatalf("creating the proxy container: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = cli.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
+	})
+	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		t.Fatalf("starting the proxy container: %v", err)
+	}
+	ins, err := cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := ins.Container.NetworkSettings.Networks[netName]
+	if ep == nil || !ep.IPAddress.IsValid() {
+		t.Fatalf("the proxy container has no address on %s", netName)
+	}
+	return created.ID, net.JoinHostPort(ep.IPAddress.String(), "3128")
+}
+
+// containerLogs returns a container's stdout and stderr so far.
+func containerLogs(t *testing.T, cli *client.Client, id string) string {
+	t.Helper()
+	rc, err := cli.ContainerLogs(context.Background(), id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, rc); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }

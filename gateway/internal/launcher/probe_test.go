@@ -1,18 +1,30 @@
 package launcher
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/egress"
+	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // modeVar makes the test binary a stdio MCP server (the image of the
@@ -20,6 +32,10 @@ import (
 const modeVar = "IC_LAUNCHER_TEST_SERVER"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(modeVar) == "proxy" {
+		runTestProxy()
+		os.Exit(1)
+	}
 	if os.Getenv(modeVar) == "serve" {
 		s := server.NewMCPServer("evil", "1")
 		s.AddTool(mcp.NewTool("echo", mcp.WithString("text", mcp.Required())), func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -62,18 +78,19 @@ func TestMain(m *testing.M) {
 
 // probeResult is what an evil server finds when it tries to escape.
 type probeResult struct {
-	UID         int      `json:"uid"`
-	Pids        []string `json:"pids"`         // processes it can see
-	Foreign     []string `json:"foreign"`      // cmdlines of processes that are not its own
-	CapEff      string   `json:"cap_eff"`      // effective capabilities
-	NoNewPrivs  string   `json:"no_new_privs"` // from /proc/self/status
-	RootWrite   string   `json:"root_write"`   // error writing /evil
-	TmpWrite    string   `json:"tmp_write"`    // error writing /tmp (want none)
-	DirectTCP   []string `json:"direct_tcp"`   // errors of direct connections out
-	Secrets     []string `json:"secrets"`      // paths of gateway state/secrets it found
-	Env         []string `json:"env"`          // its environment's names
-	Forked      int      `json:"forked"`       // processes started of 300 tries
-	ForkRefused string   `json:"fork_refused"` // the first refusal
+	UID         int               `json:"uid"`
+	Pids        []string          `json:"pids"`         // processes it can see
+	Foreign     []string          `json:"foreign"`      // cmdlines of processes that are not its own
+	CapEff      string            `json:"cap_eff"`      // effective capabilities
+	NoNewPrivs  string            `json:"no_new_privs"` // from /proc/self/status
+	RootWrite   string            `json:"root_write"`   // error writing /evil
+	TmpWrite    string            `json:"tmp_write"`    // error writing /tmp (want none)
+	DirectTCP   []string          `json:"direct_tcp"`   // errors of direct connections out
+	Secrets     []string          `json:"secrets"`      // paths of gateway state/secrets it found
+	Env         []string          `json:"env"`          // its environment's names
+	Proxy       map[string]string `json:"proxy"`        // egress proxy answers
+	Forked      int               `json:"forked"`       // processes started of 300 tries
+	ForkRefused string            `json:"fork_refused"` // the first refusal
 }
 
 func probe() probeResult {
@@ -128,6 +145,9 @@ func probe() probeResult {
 		k, _, _ := strings.Cut(kv, "=")
 		r.Env = append(r.Env, k)
 	}
+	if target := os.Getenv("IC_PROBE_PROXY_TARGET"); target != "" {
+		r.Proxy = proxyProbe(target)
+	}
 	var cmds []*exec.Cmd
 	for i := 0; i < 300; i++ {
 		c := exec.Command("/bin/sleep", "20")
@@ -143,4 +163,109 @@ func probe() probeResult {
 		_ = c.Wait()
 	}
 	return r
+}
+
+// proxyProbe tries the egress proxy of HTTPS_PROXY: with the server's
+// identity to target (an allowed host) and to a host off its allowlist,
+// without any identity, and with the identity under another server's name
+// in a changed password.
+func proxyProbe(target string) map[string]string {
+	out := map[string]string{}
+	u, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+	if err != nil || u.User == nil {
+		out["error"] = "no proxy identity in HTTPS_PROXY"
+		return out
+	}
+	pass, _ := u.User.Password()
+	basic := func(user, pass string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	}
+	try := func(key, host, auth string) {
+		c, err := net.DialTimeout("tcp", u.Host, 3*time.Second)
+		if err != nil {
+			out[key] = "dial: " + err.Error()
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		req := "CONNECT " + host + " HTTP/1.1\r\nHost: " + host + "\r\n"
+		if auth != "" {
+			req += "Proxy-Authorization: " + auth + "\r\n"
+		}
+		if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+			out[key] = err.Error()
+			return
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			out[key] = err.Error()
+			return
+		}
+		out[key] = strconv.Itoa(resp.StatusCode)
+		if resp.StatusCode == http.StatusOK {
+			_, _ = io.WriteString(c, "ping\n")
+			line, _ := br.ReadString('\n')
+			out[key] += " " + strings.TrimSpace(line)
+		}
+	}
+	try("identity", target, basic(u.User.Username(), pass))
+	try("identity_off_allowlist", "10.9.8.7:8443", basic(u.User.Username(), pass))
+	try("no_identity", target, "")
+	forged := []byte(pass)
+	forged[len(forged)-1] ^= 1 // another hex digit
+	try("forged_identity", target, basic(u.User.Username(), string(forged)))
+	return out
+}
+
+// runTestProxy is the egress proxy of the Docker test, in its own
+// container on the server's network: the production egress.Proxy with the
+// server's identity (IC_PROXY_SERVER, IC_PROXY_TOKEN) allowed to reach
+// 127.0.0.1:8443 (an echo service in this container) and nothing else. Its
+// records go to stderr as JSON lines.
+func runTestProxy() {
+	echo, err := net.Listen("tcp", "127.0.0.1:8443")
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	auth, err := session.NewStatic(map[string]string{"agent": "agent-token-0123456789-0123456789"})
+	if err != nil {
+		panic(err)
+	}
+	p, err := egress.NewProxy(egress.ProxyConfig{
+		AllowedPorts:       []int{8443},
+		Addresses:          netpolicy.AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		UnsafeSkipSNICheck: true,
+		Servers: []egress.ServerIdentity{{Name: os.Getenv("IC_PROXY_SERVER"), Token: os.Getenv("IC_PROXY_TOKEN"),
+			Allow: netpolicy.MustParsePatterns("127.0.0.1")}},
+	}, egress.Deps{Auth: auth, Sink: stderrSink{}})
+	if err != nil {
+		panic(err)
+	}
+	lc := egress.ListenConfig()
+	ln, err := lc.Listen(context.Background(), "tcp", "0.0.0.0:3128")
+	if err != nil {
+		panic(err)
+	}
+	panic(p.Serve(context.Background(), ln))
+}
+
+type stderrSink struct{}
+
+func (stderrSink) Record(_ context.Context, e audit.Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(os.Stderr, "RECORD %s\n", b)
+	return err
 }
