@@ -64,7 +64,8 @@ func New(cfg *Config, token []byte, d Docker, log *slog.Logger) (*Launcher, erro
 	return &Launcher{cfg: cfg, token: bytes.Clone(token), docker: d, log: log, running: map[string]string{}}, nil
 }
 
-// Serve accepts connections on ln until ctx ends.
+// Serve accepts connections on ln until ctx ends, then ends every stream
+// (removing the containers it started) and returns.
 func (l *Launcher) Serve(ctx context.Context, ln net.Listener) error {
 	go func() {
 		<-ctx.Done()
@@ -92,6 +93,10 @@ func (l *Launcher) Serve(ctx context.Context, ln net.Listener) error {
 // attach the stream. It closes c.
 func (l *Launcher) Handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
+	// When the launcher stops, every stream ends: the servers' stdin
+	// closes and the containers it started are removed.
+	stopWatch := context.AfterFunc(ctx, func() { _ = c.Close() })
+	defer stopWatch()
 	_ = c.SetDeadline(time.Now().Add(requestTimeout))
 	br := bufio.NewReaderSize(c, MaxRequestBytes+1)
 	line, err := readLine(br, MaxRequestBytes)

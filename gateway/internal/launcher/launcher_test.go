@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -380,5 +381,43 @@ func TestNetworkCheck(t *testing.T) {
 				t.Fatalf("a container was created on a refused network")
 			}
 		})
+	}
+}
+
+// TestShutdownEndsStreams: when the launcher stops, an open stream ends
+// and the container it started is removed (no orphans).
+func TestShutdownEndsStreams(t *testing.T) {
+	d := &fakeDocker{networks: map[string]network.Inspect{"ic-srv-notes": safeNetwork()}}
+	cfg := testConfig(t)
+	sock := filepath.Join(t.TempDir(), "l.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(cfg, testToken, d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Serve(ctx, ln) }()
+	s, err := (&Client{Socket: sock, Token: testToken}).Start(context.Background(), "notes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return with a stream open")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.starts) != 1 || !slices.Contains(d.removes, d.starts[0]) {
+		t.Fatalf("started %v, removed %v: the container outlived the launcher", d.starts, d.removes)
 	}
 }
