@@ -164,7 +164,7 @@ func TestRunHealthcheckBadConfig(t *testing.T) {
 // strictly and would refuse to start on a typo.
 func TestShippedConfigsParse(t *testing.T) {
 	root := filepath.Join("..", "..", "..")
-	for _, rel := range []string{"images/gateway/gateway.yaml", "compose/gateway.yaml", "compose/cloudrun/gateway.yaml", "compose/kubernetes/base/gateway.yaml"} {
+	for _, rel := range []string{"images/gateway/gateway.yaml", "compose/gateway.yaml", "compose/gateway.servers.yaml", "compose/cloudrun/gateway.yaml", "compose/kubernetes/base/gateway.yaml"} {
 		t.Run(rel, func(t *testing.T) {
 			cfg, err := config.Load(filepath.Join(root, rel))
 			if err != nil {

@@ -232,6 +232,9 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if err := filePlan(openFiles, st.poolConns(), &agentLimits, &opsLimits, &proxyCfg, log); err != nil { // serve_listeners.go
 		return err
 	}
+	if proxyCfg.Servers, err = serverIdentities(cfg); err != nil {
+		return err
+	}
 	proxy, err := egress.NewProxy(proxyCfg, egress.Deps{Auth: auth, Sink: st.sink, Escalator: st.escalator, Secrets: scan, Registerer: reg, Logger: log.With("component", "egress")})
 	if err != nil {
 		return fmt.Errorf("building the egress proxy: %w", err)

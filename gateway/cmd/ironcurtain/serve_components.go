@@ -348,13 +348,17 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 		if err != nil {
 			return nil, err
 		}
-		ext, err := external.Start(ctx, external.Config{
+		ec := external.Config{
 			Name:         name,
 			Command:      sc.Command,
 			Args:         sc.Args,
 			Env:          envv,
 			StartTimeout: cfg.MCP.ExternalStartTimeout,
-		}, external.Deps{Logger: log.With("server", name), Metrics: m, Getenv: getenv})
+		}
+		if err := withLauncher(cfg, name, sc, &ec); err != nil {
+			return nil, fmt.Errorf("servers.%s: %w", name, err)
+		}
+		ext, err := external.Start(ctx, ec, external.Deps{Logger: log.With("server", name), Metrics: m, Getenv: getenv})
 		if err != nil {
 			return nil, fmt.Errorf("servers.%s: starting external server: %w", name, err)
 		}

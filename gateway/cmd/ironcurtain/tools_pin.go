@@ -46,9 +46,11 @@ func listExternal(ctx context.Context, name string, sc config.ServerConfig, cfg 
 	if err != nil {
 		return nil, err
 	}
-	s, err := external.Start(ctx, external.Config{
-		Name: name, Command: sc.Command, Args: sc.Args, Env: envv, StartTimeout: cfg.MCP.ExternalStartTimeout,
-	}, external.Deps{Logger: slog.New(slog.DiscardHandler), Getenv: getenv})
+	ec := external.Config{Name: name, Command: sc.Command, Args: sc.Args, Env: envv, StartTimeout: cfg.MCP.ExternalStartTimeout}
+	if err := withLauncher(cfg, name, sc, &ec); err != nil {
+		return nil, err
+	}
+	s, err := external.Start(ctx, ec, external.Deps{Logger: slog.New(slog.DiscardHandler), Getenv: getenv})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +100,7 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 	names := cfg.ExternalServers()
 	if len(only) > 0 {
 		for _, n := range only {
-			if _, ok := cfg.Servers[n]; !ok || cfg.Servers[n].Command == "" {
+			if _, ok := cfg.Servers[n]; !ok || !cfg.Servers[n].External() {
 				return fail(fmt.Errorf("--server %s: no external server of that name in %s", n, *cfgPath))
 			}
 		}

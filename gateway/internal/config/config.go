@@ -91,6 +91,9 @@ type Config struct {
 	LoopBreaker LoopBreakerConfig `yaml:"loop_breaker"`
 	// Secrets configures outbound secret scanning (secrets.go).
 	Secrets SecretsConfig `yaml:"secrets"`
+	// Launcher is how the gateway reaches the container launcher of image:
+	// servers (launcher.go).
+	Launcher LauncherConfig `yaml:"launcher"`
 
 	// file is the path the configuration was loaded from.
 	file string
@@ -107,6 +110,11 @@ type ServerConfig struct {
 	Command string            `yaml:"command"`
 	Args    []string          `yaml:"args"`
 	Env     map[string]string `yaml:"env"`
+	// Image runs the external server in its own container, started by the
+	// launcher (launcher.go); exclusive with Command.
+	Image string `yaml:"image"`
+	// Egress is an image server's own egress allowlist (servers.go).
+	Egress ServerEgress `yaml:"egress"`
 	// ReadOnlyDirs (filesystem only) are directories outside the sandbox
 	// that the filesystem server's read tools may read and its write tools
 	// never touch; the policy engine resolves reads there like reads in
@@ -446,6 +454,9 @@ func (c *Config) validate(name string) error {
 		for _, fe := range c.readOnlyDirErrors(name) {
 			add(subField(field, fe.Field), fe.Err)
 		}
+	}
+	for _, fe := range c.imageErrors() {
+		add(fe.Field, fe.Err)
 	}
 	errs = append(errs, c.validateSections(name)...)
 	return errors.Join(errs...)

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"ironcurtain.dev/gateway/netpolicy"
 )
 
 // Built-in server names: they are served in-process and take no launch
@@ -20,8 +22,37 @@ var (
 )
 
 // External reports whether the server is an external stdio MCP server (it
-// has a command).
-func (s ServerConfig) External() bool { return s.Command != "" }
+// has a command or an image).
+func (s ServerConfig) External() bool { return s.Command != "" || s.Image != "" }
+
+// ServerEgress is servers.<name>.egress: what an image server may reach
+// through the egress proxy under its own proxy identity.
+type ServerEgress struct {
+	// AllowedHosts are host patterns as egress.allowed_hosts; nothing else
+	// is reachable (no escalation, no session approvals).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+}
+
+// Patterns parses AllowedHosts (validated by Load).
+func (e ServerEgress) Patterns() ([]netpolicy.Pattern, error) {
+	ps, err := netpolicy.ParsePatterns(e.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("egress.allowed_hosts: %w", err)
+	}
+	return ps, nil
+}
+
+// ImageServers returns the names of the image: servers, sorted.
+func (c *Config) ImageServers() []string {
+	var out []string
+	for name, s := range c.Servers {
+		if s.Image != "" {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 // ExternalServers returns the names of the configured external servers,
 // sorted.
@@ -50,6 +81,34 @@ func (c *Config) ExternalServers() []string {
 func (s ServerConfig) launchErrors(name string) []*FieldError {
 	var errs []*FieldError
 	add := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	if s.Image == "" && len(s.Egress.AllowedHosts) > 0 {
+		add("egress.allowed_hosts", errors.New("is set but image is not (only image servers have their own egress identity)"))
+	}
+	for i, h := range s.Egress.AllowedHosts {
+		if _, err := netpolicy.ParsePattern(h); err != nil {
+			add(fmt.Sprintf("egress.allowed_hosts[%d]", i), err)
+		}
+	}
+	if s.Image != "" {
+		switch {
+		case s.Command != "":
+			add("image", errors.New("and command are exclusive: a server runs either in its own container (image) or as a child process (command)"))
+		case len(s.Args) > 0:
+			add("args", errors.New("an image server's command and arguments are set in the launcher's configuration"))
+		case len(s.Env) > 0:
+			add("env", errors.New("an image server's environment is set in the launcher's configuration"))
+		}
+		if builtinServers[name] {
+			add("image", fmt.Errorf("%q is a built-in server; give the external server another name", name))
+		}
+		if !externalNameRE.MatchString(name) || strings.Contains(name, "__") {
+			add("", errors.New("an external server name uses lower-case letters, digits, '-' and single '_' (it prefixes the tool names as name__tool)"))
+		}
+		if strings.ContainsAny(s.Image, " \t\r\n\x00") {
+			add("image", errors.New("must be an image reference"))
+		}
+		return errs
+	}
 	if s.Command == "" {
 		if len(s.Args) > 0 {
 			add("args", errors.New("is set but command is not (only external servers take args)"))

@@ -99,6 +99,9 @@ func (p *Proxy) authenticate(ctx context.Context, r *http.Request) (string, *ref
 	if !ok {
 		return "", &refusal{http.StatusProxyAuthRequired, ruleAuth, "malformed Proxy-Authorization"}
 	}
+	if srv, ok := p.servers.byToken(tok); ok {
+		return ServerSessionPrefix + srv.Name, nil
+	}
 	s, err := p.auth.Authenticate(ctx, tok)
 	if err != nil {
 		return "", &refusal{http.StatusProxyAuthRequired, ruleAuth, "unknown agent token"}
@@ -132,6 +135,9 @@ func proxyToken(h string) (string, bool) {
 // policy.RuleSecretEgress instead, on a listed host as on one a human is
 // asked about.
 func (p *Proxy) decideHost(ctx context.Context, st *reqState, h netpolicy.Host, port int, insp inspector) (string, string, *refusal) {
+	if srv, ok := p.serverOf(st.session); ok {
+		return p.decideServerHost(st, srv, h, insp)
+	}
 	rule, reason, listed := "", "", false
 	if pat, ok := netpolicy.FirstMatch(p.guard.allow, h); ok {
 		rule, reason, listed = ruleAllowlist+"["+pat.String()+"]", "host is in the allowlist", true

@@ -89,6 +89,8 @@ type ProxyConfig struct {
 	MaxScanBodyBytes int64
 	// Resolver replaces net.DefaultResolver (tests).
 	Resolver Resolver
+	// Servers are the proxy identities of image: servers (servers.go).
+	Servers []ServerIdentity
 }
 
 // Approvals reports hosts a human approved for a session (the escalation
@@ -141,6 +143,7 @@ type Proxy struct {
 	limiter       atomic.Pointer[netlimit.Limiter] // set by Serve
 	authFails     *authFailures                    // unauthenticated requests, written as one row per source per minute
 	authAggWindow time.Duration                    // authAggWindow; shorter in tests
+	servers       serverIdentities                 // image: servers' proxy identities
 }
 
 // NewProxy validates c and builds the proxy.
@@ -187,9 +190,13 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating egress proxy: %w", err)
 	}
+	srvIDs, err := newServerIdentities(c.Servers)
+	if err != nil {
+		return nil, fmt.Errorf("creating egress proxy: %w", err)
+	}
 	p := &Proxy{
 		cfg: c, guard: g, auth: d.Auth, sink: d.Sink, escalator: d.Escalator, approvals: d.Approvals, secrets: d.Secrets,
-		log: d.Logger, tracer: d.Tracer, metrics: m, ports: ports,
+		log: d.Logger, tracer: d.Tracer, metrics: m, ports: ports, servers: srvIDs,
 		perSess: map[string]int{}, approved: map[approvalKey]string{}, pending: map[approvalKey]*pendingEscalation{},
 		conns: map[net.Conn]struct{}{}, authFails: newAuthFailures(), authAggWindow: authAggWindow,
 		bodies: semaphore.NewWeighted(max(maxBufferedBodies, c.MaxScanBodyBytes+1)),

@@ -1,7 +1,10 @@
 // Package external runs an external MCP server (any stdio MCP server from
-// gateway.yaml: command, args, env) as a child process of the gateway and
-// adapts it to servers.Server, so the hub exposes its tools as
-// "<name>__<tool>" like a built-in server.
+// gateway.yaml: command, args, env) as a child process of the gateway, or
+// (image: mode, Config.Launch) in its own container started by the
+// launcher, and adapts it to servers.Server, so the hub exposes its tools
+// as "<name>__<tool>" like a built-in server. Both modes share everything
+// but the transport: listing, pinning hooks, restarts with back-off, and a
+// cap on one stdout line (MaxLineBytes).
 //
 // The child's environment is built from scratch: PATH and a private HOME,
 // plus exactly the variables the configuration names. The gateway's own
@@ -60,6 +63,9 @@ const (
 	stopGrace = 3 * time.Second
 	// exitGrace is how long a transport failure waits to see the process exit.
 	exitGrace = 500 * time.Millisecond
+	// MaxLineBytes caps one line (one JSON-RPC message) of a server's
+	// stdout; a longer one ends the run, which is then restarted.
+	MaxLineBytes = 16 << 20
 	// relistEvery bounds how often list_changed notifications make the
 	// server list its tools again.
 	relistEvery = 500 * time.Millisecond
@@ -83,6 +89,12 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the wait before a restart; the wait
 	// doubles after each failed start and resets after a healthy minute.
 	MinBackoff, MaxBackoff time.Duration
+	// Launch, when set, runs the server in its own container instead of
+	// Command (image: mode): it returns the container's stdio, from the
+	// launcher (launcher.Client.Launcher). Each restart calls it again.
+	Launch func(ctx context.Context) (io.ReadWriteCloser, error)
+	// MaxLineBytes caps one stdout line (default MaxLineBytes).
+	MaxLineBytes int
 }
 
 // Deps are the server's collaborators.
@@ -117,13 +129,23 @@ type Server struct {
 
 var _ servers.Server = (*Server)(nil)
 
-// proc is one run of the child.
+// proc is one run of the server (a child process or a container).
 type proc struct {
-	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	client *client.Client
-	exited chan struct{} // closed when the process has exited
+	exited chan struct{} // closed when the run has ended
 	err    error         // the exit error, set before exited closes
+	once   sync.Once
+	// forceKill ends the run when closing stdin did not.
+	forceKill func()
+}
+
+// exit records the end of the run (the first call wins).
+func (p *proc) exit(err error) {
+	p.once.Do(func() {
+		p.err = err
+		close(p.exited)
+	})
 }
 
 // Errors of Call while the child is not usable.
@@ -135,8 +157,8 @@ var (
 // Start launches the server, initialises it and lists its tools. The
 // context bounds only the start; the server runs until Close.
 func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
-	if cfg.Name == "" || cfg.Command == "" {
-		return nil, fmt.Errorf("starting external server %q: name and command are required", cfg.Name)
+	if cfg.Name == "" || (cfg.Command == "") == (cfg.Launch == nil) {
+		return nil, fmt.Errorf("starting external server %q: name and command are required (or, in image mode, a launcher)", cfg.Name)
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
@@ -146,6 +168,9 @@ func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.MaxLineBytes <= 0 {
+		cfg.MaxLineBytes = MaxLineBytes
 	}
 	if d.Getenv == nil {
 		d.Getenv = os.Getenv
@@ -201,47 +226,31 @@ func safeFileName(s string) string {
 	}, s)
 }
 
-// launch starts a process, initialises it and lists its tools.
+// launch starts a run (a process, or a container through the launcher),
+// initialises it and lists its tools.
 func (s *Server) launch(ctx context.Context) (*proc, []servers.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
-	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-	cmd.Env = s.env
-	cmd.Dir = s.cfg.Dir
-	if cmd.Dir == "" {
-		cmd.Dir = s.home
+	var (
+		p      *proc
+		stdout io.Reader
+		err    error
+	)
+	if s.cfg.Launch != nil {
+		p, stdout, err = s.startContainer(ctx)
+	} else {
+		p, stdout, err = s.startProcess()
 	}
-	setProcessGroup(cmd)
-	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating stdin pipe: %w", err)
+		return nil, nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating stdout pipe: %w", err)
-	}
-	// stderr is an os.Pipe, not StderrPipe: Wait must not depend on a
-	// grandchild that keeps stderr open.
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating stderr pipe: %w", err)
-	}
-	cmd.Stderr = stderrW
-	err = cmd.Start()
-	_ = stderrW.Close()
-	if err != nil {
-		_ = stderrR.Close()
-		return nil, nil, fmt.Errorf("running %s: %w", filepath.Base(s.cfg.Command), err)
-	}
-	p := &proc{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
-	go func() {
-		defer stderrR.Close()
-		s.logStderr(stderrR)
-	}()
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
+	// A line longer than MaxLineBytes ends the run (an output flood costs
+	// the gateway at most that much).
+	stdout = &lineLimiter{r: stdout, max: s.cfg.MaxLineBytes, over: func() {
+		s.log.Warn("external server wrote a line longer than the limit; stopping it", "limit_bytes", s.cfg.MaxLineBytes)
+		p.forceKill()
+	}}
+	stdin := p.stdin
 
 	tr := transport.NewIO(stdout, stdin, nil)
 	c := client.NewClient(tr)
@@ -274,6 +283,61 @@ func (s *Server) launch(ctx context.Context) (*proc, []servers.Tool, error) {
 		return nil, nil, err
 	}
 	return p, tools, nil
+}
+
+// startProcess starts the child process (command: mode).
+func (s *Server) startProcess() (*proc, io.Reader, error) {
+	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+	cmd.Env = s.env
+	cmd.Dir = s.cfg.Dir
+	if cmd.Dir == "" {
+		cmd.Dir = s.home
+	}
+	setProcessGroup(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating stdin pipe: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating stdout pipe: %w", err)
+	}
+	// stderr is an os.Pipe, not StderrPipe: Wait must not depend on a
+	// grandchild that keeps stderr open.
+	stderrR, stderrW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating stderr pipe: %w", err)
+	}
+	cmd.Stderr = stderrW
+	err = cmd.Start()
+	_ = stderrW.Close()
+	if err != nil {
+		_ = stderrR.Close()
+		return nil, nil, fmt.Errorf("running %s: %w", filepath.Base(s.cfg.Command), err)
+	}
+	p := &proc{stdin: stdin, exited: make(chan struct{}), forceKill: func() { killProcessGroup(cmd) }}
+	go func() {
+		defer stderrR.Close()
+		s.logStderr(stderrR)
+	}()
+	go func() { p.exit(cmd.Wait()) }()
+	return p, stdout, nil
+}
+
+// startContainer asks the launcher to start the server's container (image:
+// mode). The container's stderr goes to the launcher's log; its stdout
+// ending is the run's exit.
+func (s *Server) startContainer(ctx context.Context) (*proc, io.Reader, error) {
+	rwc, err := s.cfg.Launch(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the container: %w", err)
+	}
+	p := &proc{stdin: stdinOf{rwc}, exited: make(chan struct{})}
+	p.forceKill = func() {
+		_ = rwc.Close()
+		p.exit(errors.New("stopped by the gateway"))
+	}
+	return p, &exitReader{r: rwc, p: p}, nil
 }
 
 // listTools lists the tools of the running process p.
@@ -488,7 +552,7 @@ func (s *Server) kill(p *proc) {
 		return
 	case <-time.After(stopGrace):
 	}
-	killProcessGroup(p.cmd)
+	p.forceKill()
 	<-p.exited
 }
 

@@ -64,6 +64,11 @@ func serveTestServer() {
 		fmt.Fprintln(os.Stderr, r.GetString("text", ""))
 		return mcp.NewToolResultText("logged"), nil
 	})
+	// flood writes a long line with no newline straight to stdout.
+	s.AddTool(mcp.NewTool("flood"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_, _ = os.Stdout.Write(bytes.Repeat([]byte("x"), 2<<20))
+		return mcp.NewToolResultText("flooded"), nil
+	})
 	s.AddTool(mcp.NewTool("fail"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, errors.New("the notes database is locked")
 	})
@@ -153,7 +158,7 @@ func TestExternalServer(t *testing.T) {
 	for _, tool := range s.Tools() {
 		names = append(names, tool.Name)
 	}
-	if got := strings.Join(names, ","); got != "crash,echo,env,fail,hang,rugpull,stderr,structured" {
+	if got := strings.Join(names, ","); got != "crash,echo,env,fail,flood,hang,rugpull,stderr,structured" {
 		t.Fatalf("tools = %s", got)
 	}
 	for _, tool := range s.Tools() {
