@@ -133,10 +133,10 @@ lint: ## gofmt check, go vet, and every module builds, vets and is tidy on its o
 	@if command -v staticcheck >/dev/null; then echo staticcheck; staticcheck $(foreach m,$(MODULES),./$(m)/...); fi
 
 .PHONY: test-unit
-test-unit: ## tests of every module with -race, except the packages that need Postgres
+test-unit: base-image ## tests of every module with -race, except the packages that need Postgres (the launcher's Docker test builds on the base image)
 	@ipkgs=$$($(integration_pkgs)); \
 	upkgs=$$($(GO) list $(PKGS) | awk 'NR == FNR { skip[$$0] = 1; next } !skip[$$0]' <(printf '%s\n' $$ipkgs) -); \
-	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$upkgs
+	$(TEST_ENV) $(GO) test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$upkgs
 
 .PHONY: test-integration
 test-integration: postgres-image ## tests of the packages that use the Postgres harness (real Postgres, -race)
@@ -191,6 +191,10 @@ images-offline: prereqs-test ## build the offline base and Postgres images from 
 postgres-image: prereqs-test images-mode ## make the Postgres image for the integration tests available
 	@if [ "$(offline)" = 1 ]; then $(OFFLINE_BUILD) all; \
 	else docker image inspect $(IC_POSTGRES_IMAGE) >/dev/null 2>&1 || docker pull $(IC_POSTGRES_IMAGE); fi
+
+.PHONY: base-image
+base-image: postgres-image ## make the base image (offline or standard) available: the launcher's Docker test builds its test server on it
+	@if [ "$(offline)" != 1 ]; then docker image inspect $(BASE_IMAGE) >/dev/null 2>&1 || docker pull $(BASE_IMAGE); fi
 
 .PHONY: images
 images: postgres-image ## every image the stack and e2e need: Postgres, gateway, agent and agent-shell (cached; FORCE=1 rebuilds all)

@@ -3,6 +3,7 @@ package launcher
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -34,7 +35,9 @@ import (
 
 // baseImage is the offline base image (make images-offline); the test
 // image is it plus this test binary as a stdio MCP server.
-const baseImage = "ironcurtain/base-offline:bookworm"
+// baseImage is the image the test server is built on: IC_BASE_IMAGE (the
+// Makefile passes its BASE_IMAGE), else the offline base.
+var baseImage = cmp.Or(os.Getenv("IC_BASE_IMAGE"), "ironcurtain/base-offline:bookworm")
 
 // dockerOrSkip returns a Docker client; without Docker the test skips,
 // except under CI=true, where it fails (DESIGN §13).
