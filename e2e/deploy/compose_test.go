@@ -52,9 +52,10 @@ type composeService struct {
 }
 
 type composeNetwork struct {
-	Name     string `yaml:"name"`
-	Internal bool   `yaml:"internal"`
-	External bool   `yaml:"external"`
+	Name       string            `yaml:"name"`
+	Internal   bool              `yaml:"internal"`
+	External   bool              `yaml:"external"`
+	DriverOpts map[string]string `yaml:"driver_opts"`
 }
 
 // dockerName is the network's name in Docker.
@@ -171,6 +172,14 @@ func TestComposeNetworkIsolation(t *testing.T) {
 		name  string
 		check func() error
 	}{
+		{name: "agent_net's bridge has no host address", check: func() error {
+			// An internal bridge's host address reaches every host service
+			// listening on 0.0.0.0 (seen with the launcher's Docker test).
+			if v := c.Networks["agent_net"].DriverOpts["com.docker.network.bridge.inhibit_ipv4"]; v != "true" {
+				return fmt.Errorf("agent_net's com.docker.network.bridge.inhibit_ipv4 = %q, want \"true\"", v)
+			}
+			return nil
+		}},
 		{name: "the agent is on agent_net only", check: func() error {
 			if got := nets("agent"); len(got) != 1 || got[0] != "agent_net" {
 				return fmt.Errorf("agent networks %v, want [agent_net]", got)

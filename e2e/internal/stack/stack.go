@@ -244,12 +244,24 @@ func (s *Stack) Close(ctx context.Context) {
 
 func (s *Stack) name(role string) string { return "ic-e2e-" + s.RunID + "-" + role }
 
+// noHostAddress gives a bridge network no IPv4 address on the host, as
+// compose/docker-compose.yml does for agent_net: an internal bridge's host
+// address would let the agent reach every host service on 0.0.0.0.
+var noHostAddress = network.CustomizeNetworkOption(func(req *client.NetworkCreateOptions) error {
+	if req.Options == nil {
+		req.Options = map[string]string{}
+	}
+	req.Options["com.docker.network.bridge.inhibit_ipv4"] = "true"
+	return nil
+})
+
 func (s *Stack) createNetworks(ctx context.Context) error {
-	mk := func(role string, internal bool) (*testcontainers.DockerNetwork, error) {
+	mk := func(role string, internal bool, extra ...network.NetworkCustomizer) (*testcontainers.DockerNetwork, error) {
 		opts := []network.NetworkCustomizer{network.WithLabels(s.labels), network.WithDriver("bridge")}
 		if internal {
 			opts = append(opts, network.WithInternal())
 		}
+		opts = append(opts, extra...)
 		n, err := network.New(ctx, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("creating %s network: %w", role, err)
@@ -264,7 +276,7 @@ func (s *Stack) createNetworks(ctx context.Context) error {
 	if s.opsNet, err = mk("ops", false); err != nil {
 		return err
 	}
-	if s.agentNet, err = mk("agent", true); err != nil {
+	if s.agentNet, err = mk("agent", true, noHostAddress); err != nil {
 		return err
 	}
 	// Internal too: in the suite the gateway's "internet" is our container
