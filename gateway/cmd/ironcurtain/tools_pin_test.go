@@ -44,7 +44,7 @@ func pinFixture(t *testing.T) (cfgPath, annPath string) {
 		t.Fatal(err)
 	}
 	cfgPath = filepath.Join(dir, "gateway.yaml")
-	cfg := "sandbox: " + dir + "\npolicy_dir: " + pol + "\nservers:\n  notes:\n    command: /usr/local/bin/notes-mcp\n"
+	cfg := "sandbox: " + dir + "\npolicy_dir: " + pol + "\nservers:\n  fetch:\n    allowed_domains: [\"*\"]\n  notes:\n    command: /usr/local/bin/notes-mcp\n"
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -427,6 +427,9 @@ func (c *Config) validate(name string) error {
 			add(subField(field, fe.Field), fe.Err)
 		}
 	}
+	for _, fe := range c.fetchAllowlistErrors() {
+		add(fe.Field, fe.Err)
+	}
 	errs = append(errs, c.validateSections(name)...)
 	return errors.Join(errs...)
 }

@@ -42,7 +42,7 @@ func TestCheck(t *testing.T) {
 	}
 	cfgDir := t.TempDir()
 	cfg := filepath.Join(cfgDir, "gateway.yaml")
-	if err := os.WriteFile(cfg, []byte("policy_dir: "+fixtureDir(t)+"\nsandbox: /tmp\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("policy_dir: "+fixtureDir(t)+"\nsandbox: /tmp\nservers:\n  fetch:\n    allowed_domains: [\"*\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	badCfg := filepath.Join(cfgDir, "bad.yaml")
@@ -74,6 +74,37 @@ func TestCheck(t *testing.T) {
 			}
 			if !strings.Contains(out, tt.wantOut) || !strings.Contains(errOut, tt.wantStderr) {
 				t.Fatalf("stdout %q (want %q), stderr %q (want %q)", out, tt.wantOut, errOut, tt.wantStderr)
+			}
+		})
+	}
+}
+
+// TestConfigServeRefuses: a gateway.yaml that serve refuses (here
+// servers.fetch.allowed_domains: [], which would let every domain through the
+// engine's structural domain check) is refused by every policy subcommand
+// that reads it, with the field named and no decision printed.
+func TestConfigServeRefuses(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.yaml")
+	body := "policy_dir: " + fixtureDir(t) + "\nsandbox: /tmp\nservers:\n  fetch:\n    allowed_domains: []\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"eval", "--config", cfg, "--tool", "fetch__http_fetch", "--args", `{"url":"https://attacker.example/"}`},
+		{"eval", "--config", cfg, "--policy-dir", fixtureDir(t), "--batch"},
+		{"check", "--config", cfg},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			code, out, errOut := run(t, `{"tool":"fetch__http_fetch","args":{"url":"https://attacker.example/"}}`+"\n", "/home/u", args...)
+			if code != exitInvalid {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitInvalid, out, errOut)
+			}
+			if out != "" {
+				t.Fatalf("printed a result for a config serve refuses: %q", out)
+			}
+			if !strings.Contains(errOut, "gateway.yaml: servers.fetch.allowed_domains: must list") {
+				t.Fatalf("stderr %q does not name servers.fetch.allowed_domains", errOut)
 			}
 		})
 	}
