@@ -26,6 +26,7 @@ type Engine struct {
 	secrets  *SecretScanner
 	content  string // content hash of the artifacts and settings (version.go)
 	version  string // content, combined with the shadow's version (version.go)
+	annFiles []string // the annotation files loaded, in load order
 }
 
 // Evaluation is the outcome of one call: the decision, the arguments to send
@@ -76,6 +77,13 @@ func (e *Engine) Annotation(server, tool string) (ToolAnnotation, bool) {
 // Tools returns every annotated tool key ("server__tool").
 func (e *Engine) Tools() []string {
 	return sortedKeys(e.tools)
+}
+
+// AnnotationFiles returns the tool annotation files the engine loaded (the
+// policy directory's tool-annotations.json, then annotations_file), for
+// `policy check` and the startup log.
+func (e *Engine) AnnotationFiles() []string {
+	return append([]string(nil), e.annFiles...)
 }
 
 // Sandbox returns the sandbox's realpath ("" when none is set).

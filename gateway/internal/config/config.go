@@ -58,7 +58,9 @@ type Config struct {
 	PolicyDir string `yaml:"policy_dir"`
 	// ShadowPolicyDir, when set, is evaluated report-only next to PolicyDir.
 	ShadowPolicyDir string `yaml:"shadow_policy_dir"`
-	// AnnotationsFile is used when PolicyDir has no tool-annotations.json.
+	// AnnotationsFile is loaded together with PolicyDir's
+	// tool-annotations.json (a tool annotated in both is an error naming
+	// both files).
 	AnnotationsFile string `yaml:"annotations_file"`
 	// Servers holds per-server settings keyed by server name.
 	Servers map[string]ServerConfig `yaml:"servers"`

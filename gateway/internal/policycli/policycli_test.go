@@ -176,3 +176,39 @@ func TestEval(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckAnnotationsFile: annotations_file is loaded next to the policy
+// directory's tool-annotations.json (it used to be ignored without a word,
+// so the external server's tools stayed unknown while check said ok); a
+// tool annotated in both is reported naming both files.
+func TestCheckAnnotationsFile(t *testing.T) {
+	dir := t.TempDir()
+	ext := filepath.Join(dir, "external.json")
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfgFor := func(name, annotations string) string {
+		write(filepath.Base(ext), annotations)
+		return write(name, "policy_dir: "+fixtureDir(t)+"\nsandbox: /tmp\nannotations_file: "+ext+"\nservers:\n  fetch:\n    allowed_domains: [\"*\"]\n")
+	}
+	cfg := cfgFor("gateway.yaml", `{"servers": {"notes": {"tools": [{"toolName": "search", "args": {"q": ["none"]}}]}}}`)
+	code, out, errOut := run(t, "", "/home/u", "check", "--config", cfg)
+	if code != exitOK || !strings.Contains(out, "annotations: "+ext) || !strings.Contains(out, "annotations: "+filepath.Join(fixtureDir(t), "tool-annotations.json")) {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "", "/home/u", "eval", "--config", cfg, "--tool", "notes__search", "--args", `{"q":"x"}`)
+	if code != exitOK || strings.Contains(out, "structural-unknown-tool") {
+		t.Fatalf("notes__search is unknown: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+
+	cfgFor("gateway.yaml", `{"servers": {"fetch": {"tools": [{"toolName": "http_fetch", "args": {"url": ["none"]}}]}}}`)
+	code, out, errOut = run(t, "", "/home/u", "check", "--config", cfg)
+	want := "tool fetch__http_fetch is also annotated in " + filepath.Join(fixtureDir(t), "tool-annotations.json")
+	if code != exitInvalid || !strings.Contains(errOut, ext+": servers.fetch.tools[0]: ") || !strings.Contains(errOut, want) {
+		t.Fatalf("conflict: exit %d, stdout %q, stderr %q (want %q)", code, out, errOut, want)
+	}
+}
