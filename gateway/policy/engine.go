@@ -24,8 +24,8 @@ type Engine struct {
 	rebase   Rebase // how LoadDir moved the rules to the configured sandbox
 	reach    reach  // what confined servers can reach (reach.go)
 	secrets  *SecretScanner
-	content  string // content hash of the artifacts and settings (version.go)
-	version  string // content, combined with the shadow's version (version.go)
+	content  string   // content hash of the artifacts and settings (version.go)
+	version  string   // content, combined with the shadow's version (version.go)
 	annFiles []string // the annotation files loaded, in load order
 }
 
