@@ -298,6 +298,7 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 		gitToken = getenv(cfg.Git.TokenVariable())
 	}
 	gsrv, err := git.New(git.Config{
+		Sink:      sink,
 		Sandbox:   cfg.Sandbox,
 		MirrorDir: cfg.Git.MirrorPath(),
 		Credentials: git.Credentials{
@@ -323,7 +324,7 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 	if err != nil {
 		return nil, err
 	}
-	ghsrv, err := github.New(github.Config{APIURL: cfg.GitHub.APIURL, Token: ghToken, Timeout: cfg.GitHub.Timeout, Logger: log.With("server", github.ServerName)})
+	ghsrv, err := github.New(github.Config{APIURL: cfg.GitHub.APIURL, Token: ghToken, Timeout: cfg.GitHub.Timeout, Logger: log.With("server", github.ServerName), Sink: sink})
 	if err != nil {
 		return nil, fmt.Errorf("github server: %w", err)
 	}
