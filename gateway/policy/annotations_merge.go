@@ -21,6 +21,14 @@ type AnnotationSource struct {
 // several files; its inputHash is kept only when the files agree. Nil
 // sources are skipped; with one source it is returned as it is.
 func MergeAnnotations(srcs ...AnnotationSource) (*Annotations, error) {
+	return MergeAnnotationsExcept(nil, srcs...)
+}
+
+// MergeAnnotationsExcept is MergeAnnotations where a tool for which
+// ignored(server, tool) is true may appear in several files: the engine
+// does so for the tools declared in code (Settings.Annotations), whose
+// file entries it ignores anyway.
+func MergeAnnotationsExcept(ignored func(server, tool string) bool, srcs ...AnnotationSource) (*Annotations, error) {
 	var live []AnnotationSource
 	for _, s := range srcs {
 		if s.Annotations != nil {
@@ -60,7 +68,7 @@ func MergeAnnotations(srcs ...AnnotationSource) (*Annotations, error) {
 			for i, t := range sa.Tools {
 				key := server + "__" + t.Tool
 				path := fmt.Sprintf("servers.%s.tools[%d]", server, i)
-				if o, dup := seen[key]; dup && t.Tool != "" {
+				if o, dup := seen[key]; dup && t.Tool != "" && (ignored == nil || !ignored(server, t.Tool)) {
 					return nil, &FileError{File: src.File, Path: path, Err: fmt.Errorf("tool %s is also annotated in %s (%s): a tool may be annotated in one file only (the policy directory's %s or annotations_file)", key, o.file, o.path, AnnotationsFile)}
 				}
 				seen[key] = origin{file: src.File, path: path}

@@ -103,3 +103,21 @@ func TestMergeAnnotations(t *testing.T) {
 		t.Fatalf("conflict: %v", err)
 	}
 }
+
+// TestLoadDirDeclaredToolInBothFiles: a tool declared in code (a built-in
+// server's) overrides both files' entries, so its appearing in both is not a
+// conflict; another tool in both still is.
+func TestLoadDirDeclaredToolInBothFiles(t *testing.T) {
+	dir := writeDir(t, okPolicy, okAnn, "")
+	ext := filepath.Join(t.TempDir(), "external.json")
+	if err := os.WriteFile(ext, []byte(okAnn), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	declared := []ToolAnnotation{{Server: "s", Tool: "t", Args: []ArgAnnotation{{Name: "a", Spec: Static(RoleNone)}}}}
+	if _, err := LoadDir(dir, Settings{AnnotationsFile: ext, Annotations: declared}); err != nil {
+		t.Fatalf("declared tool in both files: %v", err)
+	}
+	if _, err := LoadDir(dir, Settings{AnnotationsFile: ext}); err == nil || !strings.Contains(err.Error(), "tool s__t is also annotated in") {
+		t.Fatalf("undeclared tool in both files: %v", err)
+	}
+}

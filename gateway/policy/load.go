@@ -135,7 +135,11 @@ func newEngine(p *CompiledPolicy, anns []AnnotationSource, l *DynamicLists, s Se
 	if err := e.compileSettings(s); err != nil {
 		return nil, err
 	}
-	a, err := MergeAnnotations(anns...)
+	declared := map[string]bool{}
+	for _, t := range s.Annotations {
+		declared[t.Server+"__"+t.Tool] = true
+	}
+	a, err := MergeAnnotationsExcept(func(server, tool string) bool { return declared[server+"__"+tool] }, anns...)
 	if err != nil {
 		return nil, err
 	}

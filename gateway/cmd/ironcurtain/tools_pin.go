@@ -185,7 +185,14 @@ func loadAnnotationFiles(cfg *config.Config) ([]*annotationFile, error) {
 		out = append(out, &annotationFile{path: p, ann: ann})
 		srcs = append(srcs, policy.AnnotationSource{File: p, Annotations: ann})
 	}
-	if _, err := policy.MergeAnnotations(srcs...); err != nil {
+	// A tool of an external server annotated in both files stops the
+	// gateway too; the built-in servers' file entries are overridden by
+	// the annotations declared in their code.
+	external := map[string]bool{}
+	for _, n := range cfg.ExternalServers() {
+		external[n] = true
+	}
+	if _, err := policy.MergeAnnotationsExcept(func(server, _ string) bool { return !external[server] }, srcs...); err != nil {
 		return nil, err
 	}
 	return out, nil
