@@ -4,12 +4,17 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/internal/egress"
 )
 
 // fetchServersYAML is the servers section a test gateway.yaml needs when
@@ -56,11 +61,54 @@ func FuzzFetchAllowlistLoaderAgreesWithServe(f *testing.F) {
 
 func checkFetchAgreement(t *testing.T, list []string) {
 	t.Helper()
-	cfg, perr := config.Parse("/cfg/gateway.yaml", fetchAllowlistYAML(list))
+	checkServeAccepts(t, fetchAllowlistYAML(list))
+}
+
+// checkServeAccepts: when config.Parse (the one loader of every command)
+// accepts data, the builders serve runs on the configuration alone (no
+// secret, no database, no network) accept it too.
+func checkServeAccepts(t *testing.T, data []byte) {
+	t.Helper()
+	cfg, perr := config.Parse("/cfg/gateway.yaml", data)
 	if perr != nil {
 		return // refused by the loader: no command uses it
 	}
-	if _, err := buildFetch(cfg, discardSink{}, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatalf("config.Parse accepted fetch allowlist %q but serve refuses it: %v", list, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := buildFetch(cfg, discardSink{}, log); err != nil {
+		t.Fatalf("config.Parse accepted %q but serve's fetch server refuses it: %v", data, err)
 	}
+	if _, err := egress.ProxyConfigFrom(&cfg.Egress); err != nil {
+		t.Fatalf("config.Parse accepted %q but serve's egress proxy refuses it: %v", data, err)
+	}
+	if _, err := loopGuard(cfg, prometheus.NewRegistry()); err != nil {
+		t.Fatalf("config.Parse accepted %q but serve's loop breaker refuses it: %v", data, err)
+	}
+	if _, err := decisionMetrics(cfg, prometheus.NewRegistry(), discardSink{}); err != nil {
+		t.Fatalf("config.Parse accepted %q but serve's decision metrics refuse it: %v", data, err)
+	}
+	if _, err := doorSecrets(cfg); err != nil {
+		t.Fatalf("config.Parse accepted %q but serve's secret scanning refuses it: %v", data, err)
+	}
+}
+
+// FuzzConfigLoaderAgreesWithServe: whatever gateway.yaml config.Parse
+// accepts, serve's configuration-only builders accept (seeded with the
+// shipped configurations and sections near their bounds).
+func FuzzConfigLoaderAgreesWithServe(f *testing.F) {
+	for _, rel := range []string{"images/gateway/gateway.yaml", "compose/gateway.yaml", "compose/cloudrun/gateway.yaml", "compose/kubernetes/base/gateway.yaml"} {
+		if b, err := os.ReadFile(filepath.Join("..", "..", "..", rel)); err == nil {
+			f.Add(b)
+		}
+	}
+	for _, s := range []string{
+		"egress:\n  allowed_hosts: [\"*.example.com\"]\n  allowed_ports: [443, 8443]\n",
+		"loop_breaker:\n  max_identical_calls: 1\n",
+		"secrets:\n  kinds: [aws]\n",
+		"egress:\n  unsafe_allow_addresses: [10.0.0.0/8]\n",
+	} {
+		f.Add([]byte(s + fetchServersYAML))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkServeAccepts(t, data)
+	})
 }
