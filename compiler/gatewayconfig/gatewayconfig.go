@@ -148,8 +148,18 @@ func convert(file, field string, m map[string]serverYAML) ([]Server, error) {
 // for a gateway.yaml exactly the gateway's (config.PolicySettings).
 func (c *Config) Settings(home string) policy.Settings {
 	if c.gateway != nil {
-		s := *c.gateway
+		s := *c.gateway // a copy the caller may change
 		s.Home = home
+		s.ProtectedPaths = append([]string(nil), s.ProtectedPaths...)
+		s.ProtectedBranches = append([]string(nil), s.ProtectedBranches...)
+		s.TrustedServers = append([]string(nil), s.TrustedServers...)
+		if s.DomainAllowlists != nil {
+			m := make(map[string][]string, len(s.DomainAllowlists))
+			for k, v := range s.DomainAllowlists {
+				m[k] = append([]string(nil), v...)
+			}
+			s.DomainAllowlists = m
+		}
 		return s
 	}
 	s := policy.Settings{
