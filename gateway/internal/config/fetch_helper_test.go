@@ -40,5 +40,8 @@ func withFetch(y string) []byte {
 	if !strings.HasSuffix(y, "\n") {
 		y += "\n"
 	}
+	if body, ok := strings.CutSuffix(y, "...\n"); ok { // keep the end marker last
+		return []byte(body + fetchAllowAll + "...\n")
+	}
 	return []byte(y + fetchAllowAll)
 }
