@@ -101,7 +101,7 @@ func FuzzConfigLoaderAgreesWithServe(f *testing.F) {
 	}
 	for _, s := range []string{
 		"egress:\n  allowed_hosts: [\"*.example.com\"]\n  allowed_ports: [443, 8443]\n",
-				"secrets:\n  kinds: [aws]\n",
+		"secrets:\n  kinds: [aws]\n",
 		"egress:\n  unsafe_allow_addresses: [10.0.0.0/8]\n",
 	} {
 		f.Add([]byte(s + fetchServersYAML))
