@@ -3,10 +3,13 @@
 // (sandbox, protected paths and branches, trusted servers, per-server domain
 // allowlists) and the launch command of each external MCP server.
 //
-// It reads gateway.yaml leniently (only these keys; the gateway's own loader
-// validates the whole file strictly) or an mcp-servers.json file in the
-// original's shape: {"mcpServers": {name: {command, args, env}}} or the same
-// map without the wrapper.
+// It reads gateway.yaml through the gateway's own loader
+// (ironcurtain.dev/gateway/config: strict, the whole file validated, so the
+// compiler never works from a file `ironcurtain serve` would refuse, and
+// verification uses the policy settings the gateway derives from it), or an
+// mcp-servers.json file in the original's shape:
+// {"mcpServers": {name: {command, args, env}}} or the same map without the
+// wrapper.
 package gatewayconfig
 
 import (
@@ -19,8 +22,7 @@ import (
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
+	gwconfig "ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -50,22 +52,17 @@ type Config struct {
 	// (nil: the engine's default).
 	SandboxSafeRoles []policy.Role
 	Servers          []Server
+	// gateway holds the settings the gateway builds from a gateway.yaml
+	// (nil for an mcp-servers.json).
+	gateway *policy.Settings
 }
 
+// serverYAML is one server of an mcp-servers.json.
 type serverYAML struct {
-	Command        string            `yaml:"command" json:"command"`
-	Args           []string          `yaml:"args" json:"args"`
-	Env            map[string]string `yaml:"env" json:"env"`
-	AllowedDomains []string          `yaml:"allowed_domains" json:"allowed_domains"`
-}
-
-type fileYAML struct {
-	Sandbox           string                `yaml:"sandbox"`
-	ProtectedPaths    []string              `yaml:"protected_paths"`
-	ProtectedBranches []string              `yaml:"protected_branches"`
-	TrustedServers    []string              `yaml:"trusted_servers"`
-	SandboxSafeRoles  []policy.Role         `yaml:"sandbox_safe_roles"`
-	Servers           map[string]serverYAML `yaml:"servers"`
+	Command        string            `json:"command"`
+	Args           []string          `json:"args"`
+	Env            map[string]string `json:"env"`
+	AllowedDomains []string          `json:"allowed_domains"`
 }
 
 // Load reads a gateway.yaml (.yaml/.yml) or an mcp-servers.json (.json).
@@ -87,38 +84,18 @@ func Load(path, home string) (*Config, error) {
 	return c, nil
 }
 
-func parseYAML(path string, b []byte, home string) (*Config, error) {
-	var f fileYAML
-	if err := yaml.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	dir := filepath.Dir(path)
-	c := &Config{File: path, Sandbox: f.Sandbox, ProtectedBranches: f.ProtectedBranches, TrustedServers: f.TrustedServers, SandboxSafeRoles: f.SandboxSafeRoles}
-	seen := map[policy.Role]bool{}
-	for i, r := range f.SandboxSafeRoles {
-		if err := policy.ValidateSandboxSafeRole(r); err != nil {
-			return nil, fmt.Errorf("%s: sandbox_safe_roles[%d]: %w", path, i, err)
-		}
-		if seen[r] {
-			return nil, fmt.Errorf("%s: sandbox_safe_roles[%d]: duplicate role %q", path, i, r)
-		}
-		seen[r] = true
-	}
-	if c.Sandbox == "" {
-		c.Sandbox = DefaultSandbox
-	}
-	c.Sandbox = resolvePath(c.Sandbox, dir, home)
-	for _, p := range f.ProtectedPaths {
-		c.ProtectedPaths = append(c.ProtectedPaths, resolvePath(p, dir, home))
-	}
-	if abs, err := filepath.Abs(path); err == nil {
-		c.ProtectedPaths = append(c.ProtectedPaths, abs)
-	}
-	servers, err := convert(path, "servers", f.Servers)
+func parseYAML(path string, _ []byte, home string) (*Config, error) {
+	gc, err := gwconfig.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	c.Servers = servers
+	st := gc.PolicySettings()
+	st.Home = home
+	c := &Config{File: path, Sandbox: gc.Sandbox(), ProtectedPaths: st.ProtectedPaths, ProtectedBranches: st.ProtectedBranches,
+		TrustedServers: st.TrustedServers, SandboxSafeRoles: st.SandboxSafeRoles, gateway: &st}
+	for _, sv := range gc.Servers() {
+		c.Servers = append(c.Servers, Server{Name: sv.Name, Command: sv.Command, Args: sv.Args, Env: sv.Env, AllowedDomains: sv.AllowedDomains})
+	}
 	return c, nil
 }
 
@@ -167,20 +144,24 @@ func convert(file, field string, m map[string]serverYAML) ([]Server, error) {
 	return out, errors.Join(errs...)
 }
 
-func resolvePath(p, dir, home string) string {
-	switch {
-	case p == "~":
-		return home
-	case strings.HasPrefix(p, "~/"):
-		return filepath.Join(home, p[2:])
-	case filepath.IsAbs(p):
-		return filepath.Clean(p)
-	}
-	return filepath.Join(dir, p)
-}
-
-// Settings returns the policy settings the gateway would use (home expands ~).
+// Settings returns the policy settings the gateway would use (home expands ~):
+// for a gateway.yaml exactly the gateway's (config.PolicySettings).
 func (c *Config) Settings(home string) policy.Settings {
+	if c.gateway != nil {
+		s := *c.gateway // a copy the caller may change
+		s.Home = home
+		s.ProtectedPaths = append([]string(nil), s.ProtectedPaths...)
+		s.ProtectedBranches = append([]string(nil), s.ProtectedBranches...)
+		s.TrustedServers = append([]string(nil), s.TrustedServers...)
+		if s.DomainAllowlists != nil {
+			m := make(map[string][]string, len(s.DomainAllowlists))
+			for k, v := range s.DomainAllowlists {
+				m[k] = append([]string(nil), v...)
+			}
+			s.DomainAllowlists = m
+		}
+		return s
+	}
 	s := policy.Settings{
 		Sandbox:           c.Sandbox,
 		ProtectedPaths:    append([]string(nil), c.ProtectedPaths...),

@@ -35,6 +35,8 @@ egress: {listen: ":3128"}
 servers:
   git:
     allowed_domains: [github.com, "*.github.com"]
+  fetch:
+    allowed_domains: ["*"]
   notes:
     command: /usr/bin/notes-mcp
     args: [--stdio]
@@ -48,18 +50,23 @@ servers:
 				if s.ProtectedPaths[0] != "/home/u/.ssh" || !strings.HasSuffix(s.ProtectedPaths[1], "/secrets") || !strings.HasSuffix(s.ProtectedPaths[2], "gateway.yaml") {
 					t.Errorf("protected = %v", s.ProtectedPaths)
 				}
-				if !reflect.DeepEqual(s.DomainAllowlists, map[string][]string{"git": {"github.com", "*.github.com"}}) {
+				if !reflect.DeepEqual(s.DomainAllowlists, map[string][]string{"git": {"github.com", "*.github.com"}, "fetch": {"*"}}) {
 					t.Errorf("allowlists = %v", s.DomainAllowlists)
 				}
-				if len(c.Servers) != 2 || c.Servers[1].Name != "notes" || !c.Servers[1].External() || c.Servers[0].External() {
+				if len(c.Servers) != 3 || c.Servers[2].Name != "notes" || !c.Servers[2].External() || c.Servers[1].External() {
 					t.Errorf("servers = %+v", c.Servers)
+				}
+				// The gateway's settings, not a subset: the confined servers
+				// and the secret scan take part in decisions.
+				if len(s.ConfinedServers) == 0 || !reflect.DeepEqual(s.ProtectedBranches, []string{"main", "release/*"}) {
+					t.Errorf("settings are not the gateway's: %+v", s)
 				}
 			},
 		},
 		{
 			name: "default sandbox",
 			file: "gateway.yaml",
-			body: "servers: {}\n",
+			body: "servers: {fetch: {allowed_domains: [\"*\"]}}\n",
 			check: func(t *testing.T, c *Config) {
 				if c.Sandbox != DefaultSandbox {
 					t.Errorf("sandbox = %q", c.Sandbox)
@@ -89,7 +96,7 @@ servers:
 		{
 			name: "sandbox-safe roles",
 			file: "gateway.yaml",
-			body: "sandbox_safe_roles: [read-path]\n",
+			body: "sandbox_safe_roles: [read-path]\nservers: {fetch: {allowed_domains: [\"*\"]}}\n",
 			check: func(t *testing.T, c *Config) {
 				if s := c.Settings("/h"); len(s.SandboxSafeRoles) != 1 || s.SandboxSafeRoles[0] != "read-path" {
 					t.Errorf("sandbox-safe roles = %v", s.SandboxSafeRoles)
@@ -101,9 +108,16 @@ servers:
 		{name: "bad domain", file: "gateway.yaml", body: "servers:\n  git:\n    allowed_domains: [\"*.\"]\n", wantErr: "servers.git.allowed_domains[0]"},
 		{name: "bad server name", file: "s.json", body: `{"a__b": {"command": "x"}}`, wantErr: `"__"`},
 		{name: "bad yaml", file: "gateway.yaml", body: "servers: [", wantErr: "gateway.yaml"},
+		// The compiler read gateway.yaml leniently: a file serve refuses (an
+		// empty fetch allowlist lets every domain past the structural check,
+		// a misspelt key is silently ignored) was compiled and verified.
+		{name: "empty fetch allowlist", file: "gateway.yaml", body: "servers:\n  fetch:\n    allowed_domains: []\n", wantErr: "gateway.yaml: servers.fetch.allowed_domains: must list"},
+		{name: "unknown key", file: "gateway.yaml", body: "sandbx: /w\nservers: {fetch: {allowed_domains: [\"*\"]}}\n", wantErr: "gateway.yaml: sandbx: unknown key (line 1)"},
+		{name: "root sandbox", file: "gateway.yaml", body: "sandbox: /\nservers: {fetch: {allowed_domains: [\"*\"]}}\n", wantErr: "gateway.yaml: sandbox:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("HOME", "/home/u") // the gateway's loader expands ~ from $HOME
 			c, err := Load(write(t, tt.file, tt.body), "/home/u")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {

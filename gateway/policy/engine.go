@@ -24,8 +24,9 @@ type Engine struct {
 	rebase   Rebase // how LoadDir moved the rules to the configured sandbox
 	reach    reach  // what confined servers can reach (reach.go)
 	secrets  *SecretScanner
-	content  string // content hash of the artifacts and settings (version.go)
-	version  string // content, combined with the shadow's version (version.go)
+	content  string   // content hash of the artifacts and settings (version.go)
+	version  string   // content, combined with the shadow's version (version.go)
+	annFiles []string // the annotation files loaded, in load order
 }
 
 // Evaluation is the outcome of one call: the decision, the arguments to send
@@ -96,6 +97,13 @@ func (e *Engine) UnknownArgument(server, tool string, args map[string]any) (name
 // Tools returns every annotated tool key ("server__tool").
 func (e *Engine) Tools() []string {
 	return sortedKeys(e.tools)
+}
+
+// AnnotationFiles returns the tool annotation files the engine loaded (the
+// policy directory's tool-annotations.json, then annotations_file), for
+// `policy check` and the startup log.
+func (e *Engine) AnnotationFiles() []string {
+	return append([]string(nil), e.annFiles...)
 }
 
 // Sandbox returns the sandbox's realpath ("" when none is set).

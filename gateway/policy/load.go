@@ -8,9 +8,11 @@ import (
 	"strings"
 )
 
-// LoadDir reads compiled-policy.json, dynamic-lists.json (optional) and
-// tool-annotations.json (from dir, else s.AnnotationsFile, else only the
-// annotations declared in s) and builds the engine. When s.ShadowPolicyDir
+// LoadDir reads compiled-policy.json, dynamic-lists.json (optional) and the
+// tool annotations (dir's tool-annotations.json and s.AnnotationsFile, both
+// when both exist, merged by MergeAnnotations: a tool in both is an error
+// naming both files; plus the annotations declared in s) and builds the
+// engine. A set s.AnnotationsFile that cannot be read is an error. When s.ShadowPolicyDir
 // is set, that directory is loaded the same way and attached as a
 // report-only shadow. The policy directories and the annotations file are
 // added to the protected paths.
@@ -70,21 +72,31 @@ func loadDir(dir string, s Settings, fsys fileSystem) (*Engine, error) {
 			return nil, fmt.Errorf("loading policy: %w", err)
 		}
 	}
-	var ann *Annotations
+	// Both annotation files load: the policy directory's and annotations_file
+	// (an external server's tools are typically in the latter). A tool in
+	// both is an error naming both (MergeAnnotations).
+	var anns []AnnotationSource
 	b, path, err = read(AnnotationsFile, true)
 	if err != nil {
 		return nil, err
 	}
-	if b == nil && s.AnnotationsFile != "" {
-		path = s.AnnotationsFile
-		if b, err = os.ReadFile(path); err != nil {
-			return nil, fmt.Errorf("loading tool annotations: %w", err)
-		}
-	}
 	if b != nil {
-		if ann, err = ParseAnnotations(path, b); err != nil {
+		a, err := ParseAnnotations(path, b)
+		if err != nil {
 			return nil, fmt.Errorf("loading tool annotations: %w", err)
 		}
+		anns = append(anns, AnnotationSource{File: path, Annotations: a})
+	}
+	if f := s.AnnotationsFile; f != "" && (b == nil || !samePath(f, path)) {
+		fb, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("loading tool annotations (annotations_file): %w", err)
+		}
+		a, err := ParseAnnotations(f, fb)
+		if err != nil {
+			return nil, fmt.Errorf("loading tool annotations: %w", err)
+		}
+		anns = append(anns, AnnotationSource{File: f, Annotations: a})
 	}
 	s.ProtectedPaths = append([]string(nil), s.ProtectedPaths...)
 	for _, p := range []string{dir, s.AnnotationsFile, s.ShadowPolicyDir} {
@@ -97,8 +109,8 @@ func loadDir(dir string, s Settings, fsys fileSystem) (*Engine, error) {
 		}
 		s.ProtectedPaths = append(s.ProtectedPaths, abs)
 	}
-	e, err := newEngine(pol, ann, lists, s, fileNames{
-		policy: filepath.Join(dir, CompiledPolicyFile), lists: filepath.Join(dir, DynamicListsFile), ann: path,
+	e, err := newEngine(pol, anns, lists, s, fileNames{
+		policy: filepath.Join(dir, CompiledPolicyFile), lists: filepath.Join(dir, DynamicListsFile),
 	}, fsys)
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
@@ -107,15 +119,15 @@ func loadDir(dir string, s Settings, fsys fileSystem) (*Engine, error) {
 	return e, nil
 }
 
-type fileNames struct{ policy, lists, ann string }
+type fileNames struct{ policy, lists string }
 
 // New builds an engine from parsed artifacts. a and l may be nil. Errors
 // name the artifact and the JSON path, or the settings field.
 func New(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings) (*Engine, error) {
-	return newEngine(p, a, l, s, fileNames{policy: CompiledPolicyFile, lists: DynamicListsFile, ann: AnnotationsFile}, osFS{})
+	return newEngine(p, []AnnotationSource{{File: AnnotationsFile, Annotations: a}}, l, s, fileNames{policy: CompiledPolicyFile, lists: DynamicListsFile}, osFS{})
 }
 
-func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, files fileNames, fsys fileSystem) (*Engine, error) {
+func newEngine(p *CompiledPolicy, anns []AnnotationSource, l *DynamicLists, s Settings, files fileNames, fsys fileSystem) (*Engine, error) {
 	if p == nil {
 		return nil, &FileError{File: files.policy, Err: errors.New("missing compiled policy")}
 	}
@@ -123,11 +135,24 @@ func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, f
 	if err := e.compileSettings(s); err != nil {
 		return nil, err
 	}
-	if err := e.compileAnnotations(a, s.Annotations, files.ann); err != nil {
+	declared := map[string]bool{}
+	for _, t := range s.Annotations {
+		declared[t.Server+"__"+t.Tool] = true
+	}
+	a, err := MergeAnnotationsExcept(func(server, tool string) bool { return declared[server+"__"+tool] }, anns...)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.compileAnnotations(anns, s.Annotations); err != nil {
 		return nil, err
 	}
 	if err := e.compileRules(p, l, files); err != nil {
 		return nil, err
+	}
+	for _, src := range anns {
+		if src.Annotations != nil {
+			e.annFiles = append(e.annFiles, src.File)
+		}
 	}
 	e.checkReach()
 	e.content = contentVersion(p, a, l, s)
@@ -213,7 +238,7 @@ func (e *Engine) compileSettings(s Settings) error {
 	return nil
 }
 
-func (e *Engine) compileAnnotations(a *Annotations, declared []ToolAnnotation, file string) error {
+func (e *Engine) compileAnnotations(anns []AnnotationSource, declared []ToolAnnotation) error {
 	declaredKeys := map[string]bool{}
 	for i, t := range declared {
 		path := fmt.Sprintf("annotations[%d]", i)
@@ -225,23 +250,26 @@ func (e *Engine) compileAnnotations(a *Annotations, declared []ToolAnnotation, f
 		}
 		declaredKeys[t.Server+"__"+t.Tool] = true
 	}
-	if a == nil {
-		return nil
-	}
-	for _, server := range sortedKeys(a.Servers) {
-		if server == "" || strings.Contains(server, "__") {
-			return &FileError{File: file, Path: "servers", Err: fmt.Errorf("invalid server name %q", server)}
-		}
-		sa := a.Servers[server]
-		if sa == nil {
+	for _, src := range anns {
+		a, file := src.Annotations, src.File
+		if a == nil {
 			continue
 		}
-		for i, t := range sa.Tools {
-			if declaredKeys[server+"__"+t.Tool] {
+		for _, server := range sortedKeys(a.Servers) {
+			if server == "" || strings.Contains(server, "__") {
+				return &FileError{File: file, Path: "servers", Err: fmt.Errorf("invalid server name %q", server)}
+			}
+			sa := a.Servers[server]
+			if sa == nil {
 				continue
 			}
-			if err := e.addTool(server, t); err != nil {
-				return fileErr(file, fmt.Sprintf("servers.%s.tools[%d]", server, i), err)
+			for i, t := range sa.Tools {
+				if declaredKeys[server+"__"+t.Tool] {
+					continue
+				}
+				if err := e.addTool(server, t); err != nil {
+					return fileErr(file, fmt.Sprintf("servers.%s.tools[%d]", server, i), err)
+				}
 			}
 		}
 	}

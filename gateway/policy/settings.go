@@ -31,8 +31,9 @@ type Settings struct {
 	// Annotations declared in code by built-in servers. They replace the
 	// annotations file's entry for the same server and tool.
 	Annotations []ToolAnnotation
-	// AnnotationsFile is read by LoadDir when the policy directory has no
-	// tool-annotations.json.
+	// AnnotationsFile is read by LoadDir in addition to the policy
+	// directory's tool-annotations.json (MergeAnnotations: a tool in both
+	// is an error).
 	AnnotationsFile string
 	// ShadowPolicyDir, when set, is loaded by LoadDir as a report-only
 	// second policy with the same settings.

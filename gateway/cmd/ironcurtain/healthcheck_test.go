@@ -99,7 +99,7 @@ func fakeListeners(t *testing.T, readyStatus int) (agent, ops string) {
 func writeConfig(t *testing.T, agent, ops string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "gateway.yaml")
-	body := "agent:\n  listen: \"" + agent + "\"\nops:\n  listen: \"" + ops + "\"\n"
+	body := "agent:\n  listen: \"" + agent + "\"\nops:\n  listen: \"" + ops + "\"\nservers:\n  fetch:\n    allowed_domains: [\"*\"]\n"
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if rb := eng.Rebase(); rb.Moved() || !rb.Recorded {
 		log.Info("policy sandbox", "compiled_for", rb.From, "recorded", rb.Recorded, "sandbox", rb.To, "rules_rebased", rb.Rules, "detail", rb.String())
 	}
-	log.Info("policy loaded", "dir", cfg.PolicyDir, "rules", eng.RuleCount(), "tools", len(eng.Tools()), "shadow", eng.Shadow() != nil)
+	log.Info("policy loaded", "dir", cfg.PolicyDir, "rules", eng.RuleCount(), "tools", len(eng.Tools()), "annotation_files", eng.AnnotationFiles(), "shadow", eng.Shadow() != nil)
 	live, err := livePolicy(cfg, eng, reg, log) // serve_policy.go
 	if err != nil {
 		return err

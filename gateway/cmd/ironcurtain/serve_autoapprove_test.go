@@ -24,7 +24,7 @@ func TestStartAutoApproverRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			cfg, err := config.Parse("/cfg/gateway.yaml", []byte(tt.yaml+fetchServersYAML))
 			if err == nil {
 				var closers closeStack
 				err = startAutoApprover(context.Background(), cfg, func(k string) string { return tt.env[k] }, &storage{}, nil, slog.New(slog.DiscardHandler), &closers)

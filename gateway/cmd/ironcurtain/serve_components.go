@@ -155,6 +155,7 @@ type storage struct {
 	pg        *escalation.PG // nil without a database
 	spend     llmrelay.Spend
 	minted    *minted.Store // minted sessions (nil without a database): serve_sessions.go
+	pgSink    *audit.PGSink // the audit writer (nil without a database): readiness reports its failures
 }
 
 // openStorage connects to Postgres (refusing a dirty, missing or newer
@@ -229,7 +230,7 @@ func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) st
 	if copySink != nil {
 		sink = teeSink{primary: pgSink, copy: copySink}
 	}
-	return &storage{pool: pool, sink: sink, escalator: esc, pg: esc, spend: store.LLMSpend{Pool: pool}}, nil
+	return &storage{pool: pool, sink: sink, escalator: esc, pg: esc, spend: store.LLMSpend{Pool: pool}, pgSink: pgSink}, nil
 }
 
 // openSpool opens the audit spool on the state volume: outcomes the
@@ -306,6 +307,7 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 		gitToken = getenv(cfg.Git.TokenVariable())
 	}
 	gsrv, err := git.New(git.Config{
+		Sink:      sink,
 		Sandbox:   cfg.Sandbox,
 		MirrorDir: cfg.Git.MirrorPath(),
 		Credentials: git.Credentials{
@@ -331,7 +333,7 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 	if err != nil {
 		return nil, err
 	}
-	ghsrv, err := github.New(github.Config{APIURL: cfg.GitHub.APIURL, Token: ghToken, Timeout: cfg.GitHub.Timeout, Logger: log.With("server", github.ServerName)})
+	ghsrv, err := github.New(github.Config{APIURL: cfg.GitHub.APIURL, Token: ghToken, Timeout: cfg.GitHub.Timeout, Logger: log.With("server", github.ServerName), Sink: sink})
 	if err != nil {
 		return nil, fmt.Errorf("github server: %w", err)
 	}
@@ -404,6 +406,15 @@ func buildFetch(cfg *config.Config, sink audit.Sink, log *slog.Logger) (*fetch.S
 	return srv, nil
 }
 
+// writeHealth reports the audit writer's recent failure to write, for
+// /readyz (nil when there is no Postgres audit writer).
+func writeHealth(st *storage) func() error {
+	if st.pgSink == nil {
+		return nil
+	}
+	return func() error { return st.pgSink.WriteFailure(opsapi.WriteHealthWindow) }
+}
+
 // buildOps returns the ops API. Without a database only /healthz and the
 // operator-protected /metrics are served.
 func buildOps(st *storage, operators, scrapers *opsapi.Operators, pol opsapi.PolicyReloader, reg *prometheus.Registry, log *slog.Logger) http.Handler {
@@ -413,6 +424,7 @@ func buildOps(st *storage, operators, scrapers *opsapi.Operators, pol opsapi.Pol
 			Scrapers:    scrapers,
 			Escalations: st.pg,
 			Data:        opsapi.PGData{Pool: st.pool},
+			WriteHealth: writeHealth(st),
 			Policy:      pol,
 			Sessions:    st.minted,
 			UI:          consoleHandler(st, operators, pol, log), // serve_console.go

@@ -31,7 +31,7 @@ func TestSetGatewaySecrets(t *testing.T) {
 	cfg, err := config.Parse(filepath.Join(dir, "gateway.yaml"), []byte(`
 git: {token_file: `+gitTok+`}
 ops: {operator_token_files: {alice: `+opTok+`}, metrics_token_files: {prometheus: `+metricsTok+`}}
-`))
+`+fetchServersYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

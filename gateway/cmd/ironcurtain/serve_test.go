@@ -226,12 +226,17 @@ func TestServeRefusesBadStart(t *testing.T) {
 	cfgPath := filepath.Join(dir, "gateway.yaml")
 	base := fmt.Sprintf("sandbox: %s\npolicy_dir: %s\nagent:\n  listen: %s\negress:\n  listen: %s\nops:\n  listen: %s\ngit:\n  mirror_dir: %s\naudit:\n  spool_dir: %s\n",
 		filepath.Join(dir, "ws"), policyDir, freeAddr(t), freeAddr(t), freeAddr(t), filepath.Join(dir, "mirror"), filepath.Join(dir, "spool"))
-	if err := os.WriteFile(cfgPath, []byte(base), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(base+fetchServersYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noFetch := filepath.Join(dir, "no-fetch.yaml")
+	if err := os.WriteFile(noFetch, []byte(base), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tests := []struct {
 		name string
+		cfg  string // default cfgPath
 		env  map[string]string
 		want string
 	}{
@@ -241,14 +246,18 @@ func TestServeRefusesBadStart(t *testing.T) {
 		{name: "metrics token equals operator token", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken, "IRONCURTAIN_METRICS_TOKEN": testOperatorToken}, want: "a metrics token is also an operator token"},
 		{name: "metrics token too short", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken, "IRONCURTAIN_METRICS_TOKEN": "short"}, want: "IRONCURTAIN_METRICS_TOKEN"},
 		{name: "no database", env: map[string]string{"IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "IRONCURTAIN_DATABASE_URL"},
-		{name: "no fetch allowlist", env: map[string]string{"IRONCURTAIN_DATABASE_URL": migrated.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "servers.fetch.allowed_domains"},
+		{name: "no fetch allowlist", cfg: noFetch, env: map[string]string{"IRONCURTAIN_DATABASE_URL": migrated.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "servers.fetch.allowed_domains"},
 		{name: "schema missing", env: map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_AGENT_TOKEN": testAgentToken, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken}, want: "migrate up"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			err := serve(ctx, cfgPath, func(k string) string { return tt.env[k] }, log)
+			path := cfgPath
+			if tt.cfg != "" {
+				path = tt.cfg
+			}
+			err := serve(ctx, path, func(k string) string { return tt.env[k] }, log)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("serve = %v, want an error mentioning %q", err, tt.want)
 			}

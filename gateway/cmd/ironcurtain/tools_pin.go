@@ -85,17 +85,12 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 	if err != nil {
 		return fail(err)
 	}
-	annPath := annotationsPath(cfg)
-	if annPath == "" {
-		return fail(errors.New("no tool-annotations.json: set policy_dir or annotations_file, and annotate the external servers first (compiler annotate-tools)"))
-	}
-	b, err := os.ReadFile(annPath)
-	if err != nil {
-		return fail(fmt.Errorf("reading the annotations: %w", err))
-	}
-	ann, err := policy.ParseAnnotations(annPath, b)
+	files, err := loadAnnotationFiles(cfg)
 	if err != nil {
 		return fail(err)
+	}
+	if len(files) == 0 {
+		return fail(errors.New("no tool-annotations.json: set policy_dir or annotations_file, and annotate the external servers first (compiler annotate-tools)"))
 	}
 	names := cfg.ExternalServers()
 	if len(only) > 0 {
@@ -118,7 +113,7 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 		}
 		listed[n] = tools
 	}
-	changes, notes := comparePins(ann, listed)
+	changes, notes := comparePins(files, listed)
 	for _, n := range notes {
 		fmt.Fprintln(e.stdout, n)
 	}
@@ -133,8 +128,16 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 		fmt.Fprintf(e.stdout, "%d tool definition(s) differ from their pins\n", len(changes))
 		return 1
 	}
+	var paths []string
+	changed := map[string]bool{}
+	for _, c := range changes {
+		if !changed[c.file.path] {
+			changed[c.file.path] = true
+			paths = append(paths, c.file.path)
+		}
+	}
 	if !*yes {
-		fmt.Fprintf(e.stdout, "Pin these %d definition(s) in %s? [y/N] ", len(changes), annPath)
+		fmt.Fprintf(e.stdout, "Pin these %d definition(s) in %s? [y/N] ", len(changes), strings.Join(paths, " and "))
 		line, _ := bufio.NewReader(e.stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			fmt.Fprintln(e.stdout, "nothing pinned")
@@ -144,20 +147,63 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 	for _, c := range changes {
 		c.apply()
 	}
-	out, err := json.MarshalIndent(ann, "", "  ")
-	if err != nil {
-		return fail(err)
+	for _, f := range files {
+		if !changed[f.path] {
+			continue
+		}
+		out, err := json.MarshalIndent(f.ann, "", "  ")
+		if err != nil {
+			return fail(err)
+		}
+		if err := replaceFile(f.path, append(out, '\n')); err != nil {
+			return fail(err)
+		}
 	}
-	if err := replaceFile(annPath, append(out, '\n')); err != nil {
-		return fail(err)
-	}
-	fmt.Fprintf(e.stdout, "pinned %d tool(s) in %s; reload the policy (SIGHUP or POST /v1/policy/reload) or restart the gateway\n", len(changes), annPath)
+	fmt.Fprintf(e.stdout, "pinned %d tool(s) in %s; reload the policy (SIGHUP or POST /v1/policy/reload) or restart the gateway\n", len(changes), strings.Join(paths, " and "))
 	return 0
+}
+
+// annotationFile is one tool annotation file the gateway loads.
+type annotationFile struct {
+	path string
+	ann  *policy.Annotations
+}
+
+// loadAnnotationFiles reads the annotation files the gateway loads (the
+// policy directory's tool-annotations.json, then annotations_file) and
+// refuses a tool annotated in both, as the gateway does.
+func loadAnnotationFiles(cfg *config.Config) ([]*annotationFile, error) {
+	var out []*annotationFile
+	var srcs []policy.AnnotationSource
+	for _, p := range annotationPaths(cfg) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("reading the annotations: %w", err)
+		}
+		ann, err := policy.ParseAnnotations(p, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &annotationFile{path: p, ann: ann})
+		srcs = append(srcs, policy.AnnotationSource{File: p, Annotations: ann})
+	}
+	// A tool of an external server annotated in both files stops the
+	// gateway too; the built-in servers' file entries are overridden by
+	// the annotations declared in their code.
+	external := map[string]bool{}
+	for _, n := range cfg.ExternalServers() {
+		external[n] = true
+	}
+	if _, err := policy.MergeAnnotationsExcept(func(server, _ string) bool { return !external[server] }, srcs...); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // pinChange is one annotated tool whose listed definition differs from its
 // pin.
 type pinChange struct {
+	file   *annotationFile
 	server string
 	ann    *policy.ToolAnnotation
 	def    policy.ToolDefinition
@@ -199,7 +245,7 @@ func (c *pinChange) apply() {
 // comparePins compares each annotated tool of the listed servers with its
 // pin; notes are the tools that cannot be pinned (no annotation) or are no
 // longer listed.
-func comparePins(ann *policy.Annotations, listed map[string][]servers.Tool) ([]*pinChange, []string) {
+func comparePins(files []*annotationFile, listed map[string][]servers.Tool) ([]*pinChange, []string) {
 	var changes []*pinChange
 	var notes []string
 	srvNames := make([]string, 0, len(listed))
@@ -208,11 +254,16 @@ func comparePins(ann *policy.Annotations, listed map[string][]servers.Tool) ([]*
 	}
 	sort.Strings(srvNames)
 	for _, srv := range srvNames {
-		sa := ann.Servers[srv]
 		byName := map[string]*policy.ToolAnnotation{}
-		if sa != nil {
+		fileOf := map[string]*annotationFile{}
+		for _, f := range files {
+			sa := f.ann.Servers[srv]
+			if sa == nil {
+				continue
+			}
 			for i := range sa.Tools {
 				byName[sa.Tools[i].Tool] = &sa.Tools[i]
+				fileOf[sa.Tools[i].Tool] = f
 			}
 		}
 		seen := map[string]bool{}
@@ -240,7 +291,7 @@ func comparePins(ann *policy.Annotations, listed map[string][]servers.Tool) ([]*
 				notes = append(notes, fmt.Sprintf("%s__%s: cannot pin: %v", srv, t.Name, err))
 				continue
 			}
-			changes = append(changes, &pinChange{server: srv, ann: a, def: def, check: chk, schema: schema, pin: pin, uncovered: uncovered(*a, schema)})
+			changes = append(changes, &pinChange{file: fileOf[t.Name], server: srv, ann: a, def: def, check: chk, schema: schema, pin: pin, uncovered: uncovered(*a, schema)})
 		}
 		names := make([]string, 0, len(byName))
 		for n := range byName {
@@ -292,16 +343,21 @@ func visible(s string) string {
 	return b.String()
 }
 
-// annotationsPath is the tool-annotations.json the gateway loads: the
-// policy directory's, else annotations_file.
-func annotationsPath(cfg *config.Config) string {
+// annotationPaths are the tool annotation files the gateway loads: the
+// policy directory's tool-annotations.json when it exists, then
+// annotations_file (policy.LoadDir).
+func annotationPaths(cfg *config.Config) []string {
+	var out []string
 	if cfg.PolicyDir != "" {
 		p := filepath.Join(cfg.PolicyDir, policy.AnnotationsFile)
 		if _, err := os.Stat(p); err == nil {
-			return p
+			out = append(out, p)
 		}
 	}
-	return cfg.AnnotationsFile
+	if f := cfg.AnnotationsFile; f != "" && (len(out) == 0 || filepath.Clean(f) != out[0]) {
+		out = append(out, f)
+	}
+	return out
 }
 
 // replaceFile writes path atomically (temporary file, rename), keeping its

@@ -20,7 +20,9 @@ import (
 // ErrDatabaseDown fails a record that was not sent because the database was
 // unreachable and the next connection attempt is not due yet. The record was
 // certainly not written.
-var ErrDatabaseDown = errors.New("audit database unreachable; not retried before the back-off ends")
+// While down, PGSink fails records with an error that wraps it and names
+// the condition of the last failure (read-only, disk full, unreachable).
+var ErrDatabaseDown = errors.New("audit database not taking writes; not retried before the back-off ends")
 
 // Back-off of the gate: the first retry after BackoffBase, doubling up to
 // BackoffMax, each wait drawn in [d/2, d) (jitter), so that replicas and

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -114,6 +115,9 @@ type PGSink struct {
 	// unreachable; failing summarises their failures in the log.
 	gate    *gate
 	failing *FailureSummary
+	// lastFail is the last failure to write (classified by
+	// store.Classify when it can be), nil after a successful write.
+	lastFail atomic.Pointer[writeFailure]
 	// spoolFull summarises calls refused because the spool is full;
 	// calls remembers how each call's decision write ended until its
 	// outcome is recorded; kick wakes the replayer (pgsink_spool.go).

@@ -3,9 +3,12 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"ironcurtain.dev/gateway/internal/store"
 )
 
 // flusher is the state of one flush loop.
@@ -97,10 +100,11 @@ const flushTimeout = 30 * time.Second
 // ErrDatabaseDown, so an outage costs no connection attempt per batch.
 func (s *PGSink) flush(f *flusher, batch []*pending) {
 	if !s.gate.allow() {
+		down := s.downError()
 		s.m.failures.WithLabelValues("db_down").Add(float64(len(batch)))
-		s.failing.Fail(len(batch), ErrDatabaseDown)
+		s.failing.Fail(len(batch), down)
 		for _, p := range batch {
-			p.done <- ErrDatabaseDown
+			p.done <- down
 		}
 		return
 	}
@@ -159,8 +163,16 @@ func (s *PGSink) flush(f *flusher, batch []*pending) {
 // from the server (a rejected row, a deadlock) still means it is reachable.
 func (s *PGSink) reached(err error) {
 	if err != nil && !isDataError(err) && !isRetryable(err) {
+		cause := err
+		if we := store.Classify(err); we != nil {
+			cause = we
+		}
+		s.lastFail.Store(&writeFailure{err: cause, at: time.Now()})
 		s.gate.failed()
 		return
+	}
+	if err == nil {
+		s.lastFail.Store(nil)
 	}
 	if wasDown, _ := s.gate.ok(); wasDown {
 		s.wakeReplay()
@@ -233,4 +245,32 @@ func failureReason(err error) string {
 	default:
 		return "db"
 	}
+}
+
+// writeFailure is a failed write to the database and when it happened.
+type writeFailure struct {
+	err error
+	at  time.Time
+}
+
+// downError is the error of a record not sent while the gate is down: it
+// is ErrDatabaseDown and names the last failure's condition.
+func (s *PGSink) downError() error {
+	if f := s.lastFail.Load(); f != nil {
+		return fmt.Errorf("%w: last failure: %w", ErrDatabaseDown, f.err)
+	}
+	return ErrDatabaseDown
+}
+
+// WriteFailure returns the audit writer's last failure to write to the
+// database (a *store.WriteError when it could be classified: read-only,
+// disk full, unreachable) when it happened within window, else nil. A
+// successful write clears it. Readiness reports it: while the writer fails,
+// calls are refused, so the gateway is not ready.
+func (s *PGSink) WriteFailure(window time.Duration) error {
+	f := s.lastFail.Load()
+	if f == nil || time.Since(f.at) > window {
+		return nil
+	}
+	return f.err
 }

@@ -30,17 +30,29 @@ func (b Break) String() string {
 	return fmt.Sprintf("session %q: chain broken at seq %d, %s row %s: %s", b.SessionID, b.Seq, b.Table, b.RowID, b.Problem)
 }
 
-// Kinds of Gap.
+// Kinds of Gap. A decision is written before its call runs and the outcome
+// after; a gap says only what the rows show.
 const (
-	// GapOutcomePending: the call was allowed (or approved and run) and no
-	// outcome row exists yet. It ran, or was about to: the gateway may
-	// still hold the outcome in its spool, waiting for the database.
-	GapOutcomePending = "ran, outcome pending"
+	// GapOutcomeUnknown: the call was allowed (or approved, on an approval
+	// it used) and neither an outcome row nor an egress row of the call
+	// exists. Whether it ran is not known: the gateway stopped (a kill, a
+	// crash) between the decision and the outcome, or the outcome still
+	// waits in the running gateway's spool for the database.
+	GapOutcomeUnknown = "decided, outcome unknown"
+	// GapRanOutcomeUnknown: as GapOutcomeUnknown, but egress rows of the
+	// call exist, so it ran at least as far as the network.
+	GapRanOutcomeUnknown = "ran, outcome unknown"
 	// GapNeverRan: the call was denied (or its escalation was never
 	// approved and used by it), so it did not run; only its outcome row,
 	// which would say so, is missing.
 	GapNeverRan = "never ran"
 )
+
+// gapExplanations say, for the text report, why a gap's outcome is unknown.
+var gapExplanations = map[string]string{
+	GapOutcomeUnknown:    "the gateway stopped before recording an outcome (or the outcome still waits in its spool); whether the call ran is not recorded",
+	GapRanOutcomeUnknown: "its egress was recorded; the gateway stopped before recording an outcome (or the outcome still waits in its spool)",
+}
 
 // MaxReportedGaps bounds the gaps listed per session (all are counted).
 const MaxReportedGaps = 100
@@ -51,10 +63,13 @@ type Gap struct {
 	CallID   string
 	Seq      int64  // the decision's chain position
 	Decision string // allow, deny or escalate
-	Kind     string // GapOutcomePending or GapNeverRan
+	Kind     string // GapOutcomeUnknown, GapRanOutcomeUnknown or GapNeverRan
 }
 
 func (g Gap) String() string {
+	if why := gapExplanations[g.Kind]; why != "" {
+		return fmt.Sprintf("call %s (seq %d, %s): no outcome row: %s: %s", g.CallID, g.Seq, g.Decision, g.Kind, why)
+	}
 	return fmt.Sprintf("call %s (seq %d, %s): no outcome row: %s", g.CallID, g.Seq, g.Decision, g.Kind)
 }
 
@@ -217,11 +232,18 @@ func (w *chainWalk) step(r *chained) error {
 	case *ToolCallDecision:
 		g := Gap{CallID: x.CallID, Seq: r.seq, Decision: x.Decision, Kind: GapNeverRan}
 		if x.Decision == "allow" || (x.Decision == "escalate" && r.ranOnApproval) {
-			g.Kind = GapOutcomePending
+			g.Kind = GapOutcomeUnknown
 		}
 		w.open[x.CallID] = g
 	case *ToolCallOutcome:
 		delete(w.open, x.CallID)
+	case *EgressEvent:
+		// Egress linked to an open decision shows the call ran (its
+		// decision is written first, so it is already open).
+		if g, ok := w.open[x.ToolCallID]; ok && x.ToolCallID != "" && g.Kind == GapOutcomeUnknown {
+			g.Kind = GapRanOutcomeUnknown
+			w.open[x.ToolCallID] = g
+		}
 	}
 	return nil
 }

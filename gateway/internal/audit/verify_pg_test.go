@@ -142,9 +142,12 @@ func TestBoundedArgsOnPostgres(t *testing.T) {
 	}
 }
 
-// TestVerifyGaps: a decision without an outcome is a gap, "ran, outcome
-// pending" when the call was allowed (or ran on an approval it used) and
-// "never ran" when it was denied or its escalation was not used by it.
+// TestVerifyGaps: a decision without an outcome is a gap, "decided, outcome
+// unknown" when the call was allowed (or approved on an approval it used) and
+// nothing shows it ran (after a SIGKILL such calls were called "ran, outcome
+// pending" though they never ran), "ran, outcome unknown" when egress rows of
+// the call exist, and "never ran" when it was denied or its escalation was
+// not used by it.
 func TestVerifyGaps(t *testing.T) {
 	db := pgtest.New(t, pgtest.Migrated())
 	ctx := pgCtx(t)
@@ -167,6 +170,9 @@ func TestVerifyGaps(t *testing.T) {
 		dec("denied-with-outcome", "deny", ""), out("denied-with-outcome", OutcomeDenied),
 		dec("approved-used", "escalate", "e-used"),
 		dec("escalated-unused", "escalate", "e-unused"),
+		dec("egress-no-outcome", "allow", ""),
+		&EgressEvent{SessionID: "g", ToolCallID: "egress-no-outcome", Kind: "fetch", Host: "example.com", Port: 443, Decision: "allow", Reason: "listed"},
+		&EgressEvent{SessionID: "g", ToolCallID: "denied-no-outcome", Kind: "fetch", Host: "example.com", Port: 443, Decision: "deny", Reason: "stray"},
 		&EgressEvent{SessionID: "g", Kind: "connect", Host: "example.com", Port: 443, Decision: "allow", Reason: "listed"},
 		&LLMCall{SessionID: "g", Provider: "anthropic", Model: "m", Path: "/v1/messages", StatusCode: 200, CostUSD: 0.25},
 	}
@@ -198,10 +204,11 @@ func TestVerifyGaps(t *testing.T) {
 		t.Fatalf("check = %+v", c)
 	}
 	want := map[string]string{
-		"allowed-no-outcome": GapOutcomePending,
+		"allowed-no-outcome": GapOutcomeUnknown,
 		"denied-no-outcome":  GapNeverRan,
-		"approved-used":      GapOutcomePending,
+		"approved-used":      GapOutcomeUnknown,
 		"escalated-unused":   GapNeverRan,
+		"egress-no-outcome":  GapRanOutcomeUnknown,
 	}
 	if c.GapCount != len(want) || len(c.Gaps) != len(want) {
 		t.Fatalf("gaps = %d %+v, want %v", c.GapCount, c.Gaps, want)
@@ -212,6 +219,9 @@ func TestVerifyGaps(t *testing.T) {
 		}
 		if i > 0 && c.Gaps[i-1].Seq >= g.Seq {
 			t.Errorf("gaps not in chain order: %+v", c.Gaps)
+		}
+		if g.Kind == GapOutcomeUnknown && (strings.Contains(g.String(), "ran,") || !strings.Contains(g.String(), "decided, outcome unknown: the gateway stopped")) {
+			t.Errorf("gap text %q claims more than is known", g)
 		}
 	}
 }

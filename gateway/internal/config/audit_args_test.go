@@ -25,7 +25,7 @@ func TestAuditArgsSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			c, err := Parse("/cfg/gateway.yaml", withFetch(tt.yaml))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Parse = %v, want an error naming %s", err, tt.wantErr)

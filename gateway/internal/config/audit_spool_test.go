@@ -24,7 +24,7 @@ func TestAuditSpoolSettings(t *testing.T) {
 		{name: "unknown key still refused", yaml: "audit:\n  spool_dirs: /x\n", wantErr: "spool_dirs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse("/cfg/gateway.yaml", []byte(tc.yaml))
+			c, err := Parse("/cfg/gateway.yaml", withFetch(tc.yaml))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Parse = %v, want an error naming %s", err, tc.wantErr)

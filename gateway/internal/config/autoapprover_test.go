@@ -7,7 +7,7 @@ import (
 )
 
 func TestAutoApproverSection(t *testing.T) {
-	c, err := Parse("/cfg/gateway.yaml", []byte(`
+	c, err := Parse("/cfg/gateway.yaml", withFetch(`
 escalation:
   auto_approver:
     enabled: true
@@ -34,7 +34,7 @@ escalation:
 }
 
 func TestAutoApproverOffByDefault(t *testing.T) {
-	c, err := Parse("/cfg/gateway.yaml", []byte("escalation:\n  timeout: 60s\n"))
+	c, err := Parse("/cfg/gateway.yaml", withFetch("escalation:\n  timeout: 60s\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestAutoApproverSectionErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			_, err := Parse("/cfg/gateway.yaml", withFetch(tt.yaml))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want it to contain %q", err, tt.want)
 			}

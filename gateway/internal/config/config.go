@@ -60,7 +60,9 @@ type Config struct {
 	PolicyDir string `yaml:"policy_dir"`
 	// ShadowPolicyDir, when set, is evaluated report-only next to PolicyDir.
 	ShadowPolicyDir string `yaml:"shadow_policy_dir"`
-	// AnnotationsFile is used when PolicyDir has no tool-annotations.json.
+	// AnnotationsFile is loaded together with PolicyDir's
+	// tool-annotations.json (a tool annotated in both is an error naming
+	// both files).
 	AnnotationsFile string `yaml:"annotations_file"`
 	// Servers holds per-server settings keyed by server name.
 	Servers map[string]ServerConfig `yaml:"servers"`
@@ -456,6 +458,9 @@ func (c *Config) validate(name string) error {
 		}
 	}
 	for _, fe := range c.imageErrors() {
+		add(fe.Field, fe.Err)
+	}
+	for _, fe := range c.fetchAllowlistErrors() {
 		add(fe.Field, fe.Err)
 	}
 	errs = append(errs, c.validateSections(name)...)

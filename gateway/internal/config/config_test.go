@@ -114,12 +114,19 @@ servers:
 		{name: "root sandbox", yaml: "sandbox: /\n", wantErr: []string{"gateway.yaml: sandbox:"}},
 		{name: "same shadow dir", yaml: "policy_dir: /p\nshadow_policy_dir: /p\n", wantErr: []string{"gateway.yaml: shadow_policy_dir:"}},
 		{name: "bad server name", yaml: "servers:\n  a__b: {}\n", wantErr: []string{`gateway.yaml: servers.a__b:`}},
+		// serve refuses a config without a fetch allowlist (the engine would skip
+		// the structural domain check for fetch-url): Parse must refuse it too,
+		// so policy eval/check/replay never evaluate a config serve refuses.
+		{name: "fetch allowlist empty list", yaml: "servers:\n  fetch:\n    allowed_domains: []\n", wantErr: []string{"gateway.yaml: servers.fetch.allowed_domains: must list the domains"}},
+		{name: "fetch allowlist absent", yaml: "servers:\n  git:\n    allowed_domains: [github.com]\n", wantErr: []string{"gateway.yaml: servers.fetch.allowed_domains: must list the domains"}},
+		{name: "fetch section without allowlist", yaml: "servers:\n  fetch: {}\n", wantErr: []string{"gateway.yaml: servers.fetch.allowed_domains: must list the domains"}},
+		{name: "fetch allowlist with a repository path", yaml: "servers:\n  fetch:\n    allowed_domains: [example.com, github.com/o/r]\n", wantErr: []string{`gateway.yaml: servers.fetch.allowed_domains[1]: "github.com/o/r": the fetch allowlist takes host patterns only`}},
 		{name: "empty trusted server", yaml: "trusted_servers: [\"\"]\n", wantErr: []string{"gateway.yaml: trusted_servers[0]:"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("HOME", "/home/test")
-			c, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			c, err := Parse("/cfg/gateway.yaml", withFetch(tt.yaml))
 			if len(tt.wantErr) > 0 {
 				if err == nil {
 					t.Fatalf("no error, want %q", tt.wantErr)
@@ -165,7 +172,7 @@ func TestFieldErrorIsAs(t *testing.T) {
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(path, []byte("policy_dir: pol\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, withFetch("policy_dir: pol\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Load(path)

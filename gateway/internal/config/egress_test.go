@@ -23,7 +23,7 @@ egress:
   unsafe_allow_addresses: ["127.0.0.0/8", "::1"]
   unsafe_skip_sni_check: true
 `
-	c, err := Parse("gateway.yaml", []byte(yaml))
+	c, err := Parse("gateway.yaml", withFetch(yaml))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestEgressSectionErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("gateway.yaml", []byte(tt.yaml))
+			_, err := Parse("gateway.yaml", withFetch(tt.yaml))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Parse error = %v; want it to contain %q", err, tt.want)
 			}

@@ -1,9 +1,36 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
+
+// FetchServer is the built-in fetch server's name (servers.fetch).
+const FetchServer = "fetch"
+
+// fetchAllowlistErrors checks servers.fetch.allowed_domains the way the
+// fetch server's egress guard reads it, so that no command accepts a
+// configuration `serve` would refuse. The list is required: without it the
+// policy engine skips the structural domain check for fetch-url and the
+// compiled rules alone would decide every URL. Entries are host patterns
+// ("host", "*.suffix", "*"); the "host/owner/repo" form of other servers'
+// lists means nothing to the fetch guard.
+func (c *Config) fetchAllowlistErrors() []*FieldError {
+	const field = "servers." + FetchServer + ".allowed_domains"
+	domains := c.Servers[FetchServer].AllowedDomains
+	if len(domains) == 0 {
+		return []*FieldError{{Field: field, Err: errors.New(`must list the domains the fetch tool may reach without a human (["*"] lets the compiled rules decide every public host)`)}}
+	}
+	var out []*FieldError
+	for i, d := range domains {
+		if strings.Contains(d, "/") {
+			out = append(out, &FieldError{Field: indexField(field, i), Err: fmt.Errorf("%q: the fetch allowlist takes host patterns only (no repository path)", d)})
+		}
+	}
+	return out
+}
 
 // FetchConfig is the fetch section of gateway.yaml: limits of the built-in
 // fetch server. Which sites it reaches is servers.fetch.allowed_domains

@@ -23,7 +23,7 @@ func TestLoopBreakerSection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			c, err := Parse("/cfg/gateway.yaml", withFetch(tt.yaml))
 			if len(tt.wantErr) > 0 {
 				if err == nil {
 					t.Fatal("Parse accepted the file")

@@ -16,7 +16,7 @@ func TestReadOnlyDirs(t *testing.T) {
 		wantErr string
 	}{
 		{name: "absent", yaml: "sandbox: /srv/work\n", want: nil},
-		{name: "absolute, relative and home", yaml: "sandbox: /srv/work\nservers:\n  filesystem:\n    read_only_dirs: [/srv/docs, ref, ~/manuals/]\n",
+		{name: "absolute, relative and home", yaml: "sandbox: /srv/work\nservers:\n  filesystem:\n    read_only_dirs: [/srv/docs, ref, ~/manuals/]\n  fetch:\n    allowed_domains: [\"*\"]\n",
 			want: []string{"/srv/docs", "/cfg/ref", "/home/test/manuals"}},
 		{name: "not on another server", yaml: "servers:\n  git:\n    read_only_dirs: [/srv/docs]\n",
 			wantErr: "gateway.yaml: servers.git.read_only_dirs: only the built-in filesystem server"},
@@ -26,7 +26,7 @@ func TestReadOnlyDirs(t *testing.T) {
 			wantErr: `servers.filesystem.read_only_dirs[0]: "/srv/work/vendor" overlaps the sandbox`},
 		{name: "containing the sandbox", yaml: "sandbox: /srv/work\nservers:\n  filesystem:\n    read_only_dirs: [/srv]\n",
 			wantErr: "overlaps the sandbox"},
-		{name: "a sibling with the sandbox as prefix is fine", yaml: "sandbox: /srv/work\nservers:\n  filesystem:\n    read_only_dirs: [/srv/work2]\n",
+		{name: "a sibling with the sandbox as prefix is fine", yaml: "sandbox: /srv/work\nservers:\n  filesystem:\n    read_only_dirs: [/srv/work2]\n  fetch:\n    allowed_domains: [\"*\"]\n",
 			want: []string{"/srv/work2"}},
 		{name: "duplicate", yaml: "servers:\n  filesystem:\n    read_only_dirs: [/srv/docs, /srv/docs/]\n",
 			wantErr: "servers.filesystem.read_only_dirs[1]: duplicate directory (also read_only_dirs[0])"},
@@ -34,7 +34,7 @@ func TestReadOnlyDirs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("HOME", "/home/test")
-			c, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			c, err := Parse("/cfg/gateway.yaml", withFetch(tt.yaml))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

@@ -7,7 +7,7 @@ import (
 )
 
 func TestRelaySection(t *testing.T) {
-	c, err := Parse("/cfg/gateway.yaml", []byte(`
+	c, err := Parse("/cfg/gateway.yaml", withFetch(`
 relay:
   anthropic:
     base_url: https://api.anthropic.com/
@@ -80,7 +80,7 @@ func TestRelaySectionErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("gateway.yaml", []byte(tt.yaml))
+			_, err := Parse("gateway.yaml", withFetch(tt.yaml))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err %v, want %q", err, tt.want)
 			}

@@ -116,7 +116,7 @@ secrets:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("gateway.yaml", []byte(tt.yaml))
+			c, err := Parse("gateway.yaml", withFetch(tt.yaml))
 			if len(tt.wantErr) > 0 {
 				if err == nil {
 					t.Fatal("no error")
@@ -139,7 +139,7 @@ secrets:
 // The gateway's own secrets are matched exactly, never marshalled into the
 // policy version, and values too short to match are reported by label.
 func TestSecretsExact(t *testing.T) {
-	c, err := Parse("gateway.yaml", []byte("{}"))
+	c, err := Parse("gateway.yaml", withFetch("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestServeSectionsValidate(t *testing.T) {
 }
 
 func TestParseServeSectionsNamesBadField(t *testing.T) {
-	_, err := Parse("gateway.yaml", []byte("agent:\n  listen: nope\ngit:\n  mirror_dir: rel\n"))
+	_, err := Parse("gateway.yaml", withFetch("agent:\n  listen: nope\ngit:\n  mirror_dir: rel\n"))
 	if err == nil {
 		t.Fatal("Parse accepted a bad agent.listen")
 	}
@@ -74,7 +74,7 @@ func TestParseServeSectionsNamesBadField(t *testing.T) {
 }
 
 func TestListenerLimitsFromYAML(t *testing.T) {
-	c, err := Parse("gateway.yaml", []byte("agent:\n  max_connections: 100\n  idle_timeout: 5s\nops:\n  max_connections_per_client: 3\n"))
+	c, err := Parse("gateway.yaml", withFetch("agent:\n  max_connections: 100\n  idle_timeout: 5s\nops:\n  max_connections_per_client: 3\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +85,13 @@ func TestListenerLimitsFromYAML(t *testing.T) {
 	if o.MaxConnections != DefaultOpsMaxConnections || o.MaxConnectionsPerClient != 3 || o.IdleTimeout != DefaultListenerIdleTimeout {
 		t.Errorf("ops limits %+v", o)
 	}
-	if _, err := Parse("gateway.yaml", []byte("agent:\n  max_connections: 10\n  max_connections_per_client: 20\n")); err == nil || !strings.Contains(err.Error(), "agent.max_connections_per_client") {
+	if _, err := Parse("gateway.yaml", withFetch("agent:\n  max_connections: 10\n  max_connections_per_client: 20\n")); err == nil || !strings.Contains(err.Error(), "agent.max_connections_per_client") {
 		t.Errorf("Parse = %v, want an error naming agent.max_connections_per_client", err)
 	}
 }
 
 func TestUnsafeSettings(t *testing.T) {
-	c, err := Parse("gateway.yaml", []byte("egress:\n  unsafe_skip_sni_check: true\n  unsafe_allow_addresses: [10.0.0.0/8]\n"))
+	c, err := Parse("gateway.yaml", withFetch("egress:\n  unsafe_skip_sni_check: true\n  unsafe_allow_addresses: [10.0.0.0/8]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestUnsafeSettings(t *testing.T) {
 	if got != "egress.unsafe_allow_addresses,egress.unsafe_skip_sni_check" {
 		t.Errorf("UnsafeSettings = %q", got)
 	}
-	c, err = Parse("gateway.yaml", []byte("egress:\n  unsafe_skip_sni_check: false\n"))
+	c, err = Parse("gateway.yaml", withFetch("egress:\n  unsafe_skip_sni_check: false\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

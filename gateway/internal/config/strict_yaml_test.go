@@ -33,7 +33,7 @@ func TestYAMLReadOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			_, err := Parse("/cfg/gateway.yaml", withFetch(tt.yaml))
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("Parse(%q) = %v", tt.yaml, err)

@@ -17,6 +17,9 @@ egress:
   escalate_unknown_hosts: true
   idle_timeout: 90s
   unsafe_allow_addresses: ["10.9.0.0/16"]
+servers:
+  fetch:
+    allowed_domains: ["*"]
 `))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"ironcurtain.dev/gateway/internal/store"
 )
 
 // Back-off of a waiter whose reads fail (the database is unreachable): the
@@ -111,12 +113,12 @@ func (p *PG) retryUntil(ctx context.Context, deadline time.Time, wake <-chan str
 		if started.IsZero() {
 			started = time.Now()
 			b = newBackoff(retryBase, retryMax)
-			p.log.Warn("escalation: database unreachable; retrying until the deadline", "what", what, "deadline_in", time.Until(deadline).Round(time.Millisecond), "err", err)
+			p.log.Warn("escalation: "+dbCondition(err)+"; retrying until the deadline", "what", what, "deadline_in", time.Until(deadline).Round(time.Millisecond), "err", err)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			p.m.gaveUp.Inc()
-			p.log.Warn("escalation: database still unreachable at the deadline; refusing", "what", what, "outage", time.Since(started).Round(time.Millisecond), "retries", tries, "err", err)
+			p.log.Warn("escalation: "+dbCondition(err)+" still, at the deadline; refusing", "what", what, "outage", time.Since(started).Round(time.Millisecond), "retries", tries, "err", err)
 			return fmt.Errorf("%w (for %s, %d retries): %w", ErrDatabaseUnavailable, time.Since(started).Round(time.Millisecond), tries, err)
 		}
 		t := time.NewTimer(min(b.delay(), left))
@@ -132,6 +134,15 @@ func (p *PG) retryUntil(ctx context.Context, deadline time.Time, wake <-chan str
 			return ErrShuttingDown
 		}
 	}
+}
+
+// dbCondition names what is wrong with the database for the log: "database
+// disk full (SQLSTATE 53100)" rather than "unreachable" when it answered.
+func dbCondition(err error) string {
+	if we := store.Classify(err); we != nil {
+		return we.Error()
+	}
+	return "database unreachable"
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -203,7 +203,7 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 		owner, _ := args["owner"].(string)
 		repo, _ := args["repo"].(string)
 		n, _ := args["number"].(int)
-		if err := h.d.Owner.OwnPR(r.Context(), strings.TrimPrefix(tool, "github__"), owner, repo, n); err != nil {
+		if err := h.d.Owner.OwnPR(lookupContext(r.Context(), sess.ID), strings.TrimPrefix(tool, "github__"), owner, repo, n); err != nil {
 			h.refuse(w, r, sess, tool, RuleNotOwnPR, err.Error(), rec)
 			return
 		}

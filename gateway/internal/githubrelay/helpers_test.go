@@ -284,7 +284,7 @@ func newEnv(t testing.TB, useBase bool) *env {
 func newEnvTimeout(t testing.TB, useBase bool, callTimeout time.Duration) *env {
 	t.Helper()
 	e := &env{gh: newFakeGitHub(t), sink: &memSink{}, esc: &approver{}}
-	srv, err := ghsrv.New(ghsrv.Config{APIURL: e.gh.srv.URL + "/", Token: gatewayTok})
+	srv, err := ghsrv.New(ghsrv.Config{APIURL: e.gh.srv.URL + "/", Token: gatewayTok, Sink: e.sink})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if tool == "github__pr_edit" || tool == "github__pr_close" {
-		if err := h.d.Owner.OwnPR(r.Context(), strings.TrimPrefix(tool, "github__"), rt.Owner, rt.Repo, rt.Number); err != nil {
+		if err := h.d.Owner.OwnPR(lookupContext(r.Context(), sess.ID), strings.TrimPrefix(tool, "github__"), rt.Owner, rt.Repo, rt.Number); err != nil {
 			h.refuse(w, r, sess, tool, RuleNotOwnPR, err.Error(), withRoute(rec, rt))
 			return
 		}
@@ -550,4 +550,11 @@ func resultText(res servers.Result) string {
 		return "refused"
 	}
 	return clip(b.String())
+}
+
+// lookupContext carries the session to the author lookup the relay makes
+// (through the github tool server) before its decision: the lookup's egress
+// row names the session; there is no call id yet.
+func lookupContext(ctx context.Context, session string) context.Context {
+	return servers.WithCallInfo(ctx, servers.CallInfo{SessionID: session})
 }

@@ -105,13 +105,15 @@ func (d PGData) Session(ctx context.Context, id string) (SessionSummary, error) 
 	return s, nil
 }
 
-// Ready implements Data: the database answers and the schema is current.
+// Ready implements Data: the database answers, the schema is current and
+// it takes a write now (store.WriteProbe: a read-only database, a full disk
+// make it fail with the condition named).
 func (d PGData) Ready(ctx context.Context) error {
 	if err := d.Pool.Ping(ctx); err != nil {
-		return errors.New("database unreachable")
+		return &store.WriteError{Condition: store.Unreachable, Err: err}
 	}
 	if err := store.CheckSchema(ctx, d.Pool); err != nil {
 		return err
 	}
-	return nil
+	return store.WriteProbe(ctx, d.Pool)
 }

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"ironcurtain.dev/gateway/internal/store"
 )
 
 // Timeouts of database work behind the ops API.
@@ -154,6 +156,9 @@ func isUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	if store.Classify(err) != nil { // read-only, disk full, out of resources, unreachable
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// 08: connection exception; 57P01-57P05: shutting down, cannot
@@ -217,3 +222,18 @@ func (r *readiness) check(ctx context.Context) error {
 		return errNotAnswering
 	}
 }
+
+// unavailableMessage is the 503 message for err: the condition when it is
+// known (read-only, disk full...), so the operator sees why.
+func unavailableMessage(err error) string {
+	if we := store.Classify(err); we != nil {
+		return we.Error() + ": writes fail; retry later"
+	}
+	return "the database is not available; retry later"
+}
+
+// WriteHealthWindow is how long a failed audit write keeps the gateway not
+// ready (Deps.WriteHealth): while calls arrive, the audit writer retries at
+// least every few seconds and renews it; without calls the write probe
+// alone decides once it has passed.
+const WriteHealthWindow = 30 * time.Second

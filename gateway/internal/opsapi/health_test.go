@@ -55,7 +55,12 @@ func TestDatabaseDownIs503(t *testing.T) {
 		{"connection failure", fmt.Errorf("reading: %w", &pgconn.PgError{Code: "08006"})},
 		{"deadline", fmt.Errorf("querying audit: %w", context.DeadlineExceeded)},
 		{"network", fmt.Errorf("querying audit: %w", &net.OpError{Op: "read", Err: errors.New("connection reset by peer")})},
+		// A read-only database or a full disk refuses the write behind
+		// approve and deny: 503 naming the condition, not a 500.
+		{"read-only", fmt.Errorf("deciding escalation e1: %w", &pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"})},
+		{"disk full", fmt.Errorf("deciding escalation e1: %w", &pgconn.PgError{Code: "53100", Message: "could not extend file"})},
 	}
+	wantMsg := map[string]string{"read-only": "database read-only (SQLSTATE 25006)", "disk full": "database disk full (SQLSTATE 53100)"}
 	routes := []struct{ method, path string }{
 		{http.MethodGet, "/v1/escalations"},
 		{http.MethodGet, "/v1/escalations/e1"},
@@ -80,6 +85,9 @@ func TestDatabaseDownIs503(t *testing.T) {
 				}
 				if rec.Header().Get("Retry-After") == "" {
 					t.Fatal("no Retry-After")
+				}
+				if w := wantMsg[de.name]; w != "" && !strings.Contains(errorCode(t, rec).Error.Message, w) {
+					t.Fatalf("message %q does not name %q", errorCode(t, rec).Error.Message, w)
 				}
 			})
 		}

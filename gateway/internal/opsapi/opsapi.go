@@ -26,6 +26,7 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/netlimit"
+	"ironcurtain.dev/gateway/internal/store"
 	"ironcurtain.dev/gateway/strictjson"
 )
 
@@ -68,6 +69,10 @@ type Deps struct {
 	// UI, when set, serves the operator console under /ui/ (it does its
 	// own sign-in: gateway/internal/console).
 	UI http.Handler
+	// WriteHealth, when set, reports the audit writer's recent failure to
+	// write (audit.PGSink.WriteFailure): /readyz answers 503 with it, since
+	// calls are refused while it lasts.
+	WriteHealth func() error
 }
 
 // Error codes (stable: clients may switch on them).
@@ -89,6 +94,9 @@ type api struct {
 	log         *slog.Logger
 	authFailure prometheus.Counter
 	ready       *readiness
+	// dbDown summarises requests answered 503 for the database: one log
+	// line when it starts, then one per interval, one when it ends.
+	dbDown *audit.FailureSummary
 }
 
 // New returns the ops API handler.
@@ -97,6 +105,7 @@ func New(d Deps) http.Handler {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	a.dbDown = audit.NewFailureSummary(a.log, "ops API database work", "requests answered 503", audit.DefaultSummaryEvery, nil)
 	if a.deps.Gatherer == nil {
 		a.deps.Gatherer = prometheus.DefaultGatherer
 	}
@@ -119,7 +128,7 @@ func New(d Deps) http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	a.ready = newReadiness(a.deps.Data.Ready)
+	a.ready = newReadiness(a.readyProbe)
 	r.Get("/readyz", a.readyz)
 	if d.UI != nil {
 		r.Handle("/ui", d.UI)
@@ -184,15 +193,51 @@ func (a *api) authenticateMetrics(next http.Handler) http.Handler {
 	})
 }
 
+// readyProbe is ready when the database takes a write (Data.Ready) and the
+// audit writer has not failed to write recently (Deps.WriteHealth).
+func (a *api) readyProbe(ctx context.Context) error {
+	if err := a.deps.Data.Ready(ctx); err != nil {
+		return err
+	}
+	if a.deps.WriteHealth != nil {
+		if err := a.deps.WriteHealth(); err != nil {
+			if we := store.Classify(err); we != nil {
+				return fmt.Errorf("audit writes failing: %w", we)
+			}
+			return fmt.Errorf("audit writes failing: %w", err)
+		}
+	}
+	return nil
+}
+
 func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
 	defer cancel()
 	if err := a.ready.check(ctx); err != nil {
+		a.dbDown.Fail(1, err)
 		w.Header().Set("Retry-After", retryAfter)
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, err.Error())
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, notReadyMessage(err))
 		return
 	}
+	a.dbDown.OK()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// notReadyMessage says why /readyz is 503: the database condition (and the
+// SQLSTATE) when known, "writes fail" when a write would fail.
+func notReadyMessage(err error) string {
+	we := store.Classify(err)
+	switch {
+	case errors.Is(err, errNotAnswering):
+		return "database unreachable: " + err.Error()
+	case we == nil:
+		return err.Error()
+	case strings.HasPrefix(err.Error(), "audit writes failing"):
+		return "audit writes failing: " + we.Error() + ": calls are refused"
+	case we.Condition == store.Unreachable:
+		return we.Error()
+	}
+	return we.Error() + ": writes fail, calls are refused"
 }
 
 func (a *api) listEscalations(w http.ResponseWriter, r *http.Request) {
@@ -347,9 +392,9 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, escalation.ErrInvalidDecision), errors.Is(err, escalation.ErrInvalidFilter):
 		writeError(w, http.StatusBadRequest, CodeBadRequest, lastPart(err))
 	case isUnavailable(err):
-		a.log.Warn("ops API: database unavailable", "err", err)
+		a.dbDown.Fail(1, err)
 		w.Header().Set("Retry-After", retryAfter)
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, "the database is not available; retry later")
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, unavailableMessage(err))
 	default:
 		a.log.Error("ops API request failed", "err", err)
 		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error; see the gateway log")

@@ -151,6 +151,9 @@ func runCheck(args []string, env Env) int {
 	}
 	report := func(name string, e *policy.Engine) {
 		fmt.Fprintf(env.Stdout, "%s: ok (%d rules, %d tools)\n", name, e.RuleCount(), len(e.Tools()))
+		for _, f := range e.AnnotationFiles() {
+			fmt.Fprintf(env.Stdout, "  annotations: %s\n", f)
+		}
 	}
 	report("policy", e)
 	if s := e.Shadow(); s != nil {

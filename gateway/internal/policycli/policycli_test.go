@@ -42,7 +42,7 @@ func TestCheck(t *testing.T) {
 	}
 	cfgDir := t.TempDir()
 	cfg := filepath.Join(cfgDir, "gateway.yaml")
-	if err := os.WriteFile(cfg, []byte("policy_dir: "+fixtureDir(t)+"\nsandbox: /tmp\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("policy_dir: "+fixtureDir(t)+"\nsandbox: /tmp\nservers:\n  fetch:\n    allowed_domains: [\"*\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	badCfg := filepath.Join(cfgDir, "bad.yaml")
@@ -74,6 +74,37 @@ func TestCheck(t *testing.T) {
 			}
 			if !strings.Contains(out, tt.wantOut) || !strings.Contains(errOut, tt.wantStderr) {
 				t.Fatalf("stdout %q (want %q), stderr %q (want %q)", out, tt.wantOut, errOut, tt.wantStderr)
+			}
+		})
+	}
+}
+
+// TestConfigServeRefuses: a gateway.yaml that serve refuses (here
+// servers.fetch.allowed_domains: [], which would let every domain through the
+// engine's structural domain check) is refused by every policy subcommand
+// that reads it, with the field named and no decision printed.
+func TestConfigServeRefuses(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.yaml")
+	body := "policy_dir: " + fixtureDir(t) + "\nsandbox: /tmp\nservers:\n  fetch:\n    allowed_domains: []\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"eval", "--config", cfg, "--tool", "fetch__http_fetch", "--args", `{"url":"https://attacker.example/"}`},
+		{"eval", "--config", cfg, "--policy-dir", fixtureDir(t), "--batch"},
+		{"check", "--config", cfg},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			code, out, errOut := run(t, `{"tool":"fetch__http_fetch","args":{"url":"https://attacker.example/"}}`+"\n", "/home/u", args...)
+			if code != exitInvalid {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitInvalid, out, errOut)
+			}
+			if out != "" {
+				t.Fatalf("printed a result for a config serve refuses: %q", out)
+			}
+			if !strings.Contains(errOut, "gateway.yaml: servers.fetch.allowed_domains: must list") {
+				t.Fatalf("stderr %q does not name servers.fetch.allowed_domains", errOut)
 			}
 		})
 	}
@@ -143,5 +174,41 @@ func TestEval(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCheckAnnotationsFile: annotations_file is loaded next to the policy
+// directory's tool-annotations.json (it used to be ignored without a word,
+// so the external server's tools stayed unknown while check said ok); a
+// tool annotated in both is reported naming both files.
+func TestCheckAnnotationsFile(t *testing.T) {
+	dir := t.TempDir()
+	ext := filepath.Join(dir, "external.json")
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfgFor := func(name, annotations string) string {
+		write(filepath.Base(ext), annotations)
+		return write(name, "policy_dir: "+fixtureDir(t)+"\nsandbox: /tmp\nannotations_file: "+ext+"\nservers:\n  fetch:\n    allowed_domains: [\"*\"]\n")
+	}
+	cfg := cfgFor("gateway.yaml", `{"servers": {"notes": {"tools": [{"toolName": "search", "args": {"q": ["none"]}}]}}}`)
+	code, out, errOut := run(t, "", "/home/u", "check", "--config", cfg)
+	if code != exitOK || !strings.Contains(out, "annotations: "+ext) || !strings.Contains(out, "annotations: "+filepath.Join(fixtureDir(t), "tool-annotations.json")) {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "", "/home/u", "eval", "--config", cfg, "--tool", "notes__search", "--args", `{"q":"x"}`)
+	if code != exitOK || strings.Contains(out, "structural-unknown-tool") {
+		t.Fatalf("notes__search is unknown: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+
+	cfgFor("gateway.yaml", `{"servers": {"fetch": {"tools": [{"toolName": "http_fetch", "args": {"url": ["none"]}}]}}}`)
+	code, out, errOut = run(t, "", "/home/u", "check", "--config", cfg)
+	want := "tool fetch__http_fetch is also annotated in " + filepath.Join(fixtureDir(t), "tool-annotations.json")
+	if code != exitInvalid || !strings.Contains(errOut, ext+": servers.fetch.tools[0]: ") || !strings.Contains(errOut, want) {
+		t.Fatalf("conflict: exit %d, stdout %q, stderr %q (want %q)", code, out, errOut, want)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/egress"
 	"ironcurtain.dev/gateway/internal/servers"
-	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -132,10 +131,9 @@ func (s *Server) dialApproved(ctx context.Context, h netpolicy.Host, port int) (
 // redirect, and records the egress event of the hop.
 func (s *Server) hop(ctx context.Context, client *http.Client, u netpolicy.URL, approved netpolicy.Host, ci servers.CallInfo) (*page, *netpolicy.URL, error) {
 	start := s.now()
-	ev := &audit.EgressEvent{
-		ID: s.newID(), SessionID: ci.SessionID, ToolCallID: ci.CallID, Time: start,
-		Kind: "fetch", Method: http.MethodGet, Host: u.Host.String(), Port: u.Port, TraceID: tracing.TraceID(ctx),
-	}
+	ev := servers.NewEgressEvent(servers.WithCallInfo(ctx, ci), servers.Egress{
+		ID: s.newID(), Start: start, Kind: "fetch", Method: http.MethodGet, Host: u.Host.String(), Port: u.Port,
+	})
 	host := u.Host.String()
 
 	// Decide on the name before anything is sent anywhere.

@@ -59,6 +59,7 @@ import (
 	"sync"
 	"time"
 
+	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/policy"
@@ -78,6 +79,10 @@ const (
 
 // Config configures a Server.
 type Config struct {
+	// Sink receives one egress row per network operation (fetch, push,
+	// ls-remote), linked to the call (servers.NewEgressEvent). Without it
+	// every network operation is refused.
+	Sink audit.Sink
 	// Sandbox is the directory the agent's repositories live in. Symlinks in
 	// it are resolved once, at New.
 	Sandbox string
@@ -148,6 +153,7 @@ type Credentials struct {
 
 // Server is the git tool server. It is safe for concurrent use.
 type Server struct {
+	sink       audit.Sink
 	sandbox    string
 	mirrorDir  string
 	creds      Credentials
@@ -199,6 +205,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("configuring git server: MirrorDir %q: %w", cfg.MirrorDir, err)
 	}
 	s := &Server{
+		sink:          cfg.Sink,
 		sandbox:       sandbox,
 		mirrorDir:     mirrorDir,
 		creds:         cfg.Credentials,

@@ -150,7 +150,15 @@ func (s *Server) intoMirror(ctx context.Context, mirror string, u remoteURL, bra
 	if u.local {
 		o = localTransfer(o, u.url)
 	}
-	if _, err := gitexec.Run(ctx, o, args...); err != nil {
+	err := s.networkOp(ctx, "fetch", u, func() error {
+		_, err := gitexec.Run(ctx, o, args...)
+		return err
+	})
+	if err != nil {
+		var te *toolError
+		if errors.As(err, &te) {
+			return "", err
+		}
 		return "", &toolError{msg: "fetching from the remote failed", err: err}
 	}
 	return ns, nil
@@ -454,8 +462,17 @@ func (s *Server) remoteHead(ctx context.Context, mirror string, u remoteURL) (st
 	if u.local {
 		o = localTransfer(o, u.url)
 	}
-	out, err := gitexec.Run(ctx, o, "ls-remote", "--symref", "--", u.url, "HEAD")
+	var out gitexec.Result
+	err := s.networkOp(ctx, "ls-remote", u, func() error {
+		var err error
+		out, err = gitexec.Run(ctx, o, "ls-remote", "--symref", "--", u.url, "HEAD")
+		return err
+	})
 	if err != nil {
+		var te *toolError
+		if errors.As(err, &te) {
+			return "", err
+		}
 		return "", &toolError{msg: "reading the remote failed", err: err}
 	}
 	for _, line := range strings.Split(string(out.Stdout), "\n") {

@@ -218,7 +218,12 @@ func (s *Server) pushFromMirror(ctx context.Context, mirror, url string, items [
 	if tags {
 		args = append(args, pushTagNS+"*:refs/tags/*")
 	}
-	res, err := gitexec.Run(ctx, s.mirrorOptions(mirror), args...)
+	var res gitexec.Result
+	err := s.networkOp(ctx, "push", remoteURL{url: url}, func() error {
+		var err error
+		res, err = gitexec.Run(ctx, s.mirrorOptions(mirror), args...)
+		return err
+	})
 	report := cleanText(string(res.Stdout))
 	for i, it := range items {
 		report = strings.ReplaceAll(report, pushNS+strconv.Itoa(i)+":", it.src+":")

@@ -27,6 +27,7 @@ import (
 
 	gh "github.com/google/go-github/v88/github"
 
+	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/servers"
 )
 
@@ -52,7 +53,11 @@ type Config struct {
 	// Logger receives failure detail (never the token). Nil discards.
 	Logger *slog.Logger
 	// HTTPClient replaces the default client (tests); its Timeout is kept.
+	// Its transport is wrapped so that every request is recorded.
 	HTTPClient *http.Client
+	// Sink receives one egress row per API request, linked to the call
+	// (servers.NewEgressEvent). Without it every request is refused.
+	Sink audit.Sink
 }
 
 // Server is the github tool server.
@@ -86,17 +91,25 @@ func New(cfg Config) (*Server, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 		return nil, fmt.Errorf("creating github server: api url %q must be an absolute http(s) URL without credentials", cfg.APIURL)
 	}
-	base := cfg.APIURL
-	if !strings.HasSuffix(base, "/") {
-		base += "/"
+	apiBase := cfg.APIURL
+	if !strings.HasSuffix(apiBase, "/") {
+		apiBase += "/"
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
+	var hc *http.Client
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		hc = &c
+	} else {
 		hc = &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 10 * time.Second}}
 	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &egressTransport{base: base, sink: cfg.Sink}
 	opts := []gh.ClientOptionsFunc{
 		gh.WithHTTPClient(hc),
-		gh.WithURLs(&base, &base),
+		gh.WithURLs(&apiBase, &apiBase),
 		gh.WithUserAgent("ironcurtain-gateway"),
 	}
 	if cfg.Token != "" {
@@ -210,6 +223,8 @@ func apiMessage(tool string, err error) string {
 	var rl *gh.RateLimitError
 	var arl *gh.AbuseRateLimitError
 	switch {
+	case errors.Is(err, errNotRecorded):
+		return tool + " failed: the gateway could not record its request to GitHub (audit unavailable); ask the operator"
 	case errors.As(err, &rl), errors.As(err, &arl):
 		return tool + " failed: GitHub rate limit reached; try again later"
 	case errors.As(err, &er):
