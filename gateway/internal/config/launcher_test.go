@@ -10,7 +10,7 @@ func TestImageServers(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string // want "" : valid
 	}{
-		{"image server", launcher + "servers:\n  notes:\n    image: ex/notes@sha256:1\n    egress: {allowed_hosts: [api.notes.example]}\n", ""},
+		{"image server", launcher + "servers:\n  fetch:\n    allowed_domains: [\"*\"]\n  notes:\n    image: ex/notes@sha256:1\n    egress: {allowed_hosts: [api.notes.example]}\n", ""},
 		{"image and command", launcher + "servers:\n  notes:\n    image: ex/notes\n    command: /bin/notes\n", "servers.notes.image: and command are exclusive"},
 		{"image with args", launcher + "servers:\n  notes:\n    image: ex/notes\n    args: [x]\n", "servers.notes.args: an image server's command"},
 		{"image with env", launcher + "servers:\n  notes:\n    image: ex/notes\n    env: {A: b}\n", "servers.notes.env: an image server's environment"},
@@ -25,7 +25,7 @@ func TestImageServers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			c, err := Parse("/cfg/gateway.yaml", withFetch(tt.yaml))
 			if tt.want == "" {
 				if err != nil {
 					t.Fatal(err)
