@@ -123,6 +123,10 @@ func newEngine(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, f
 	if err := e.compileSettings(s); err != nil {
 		return nil, err
 	}
+	if err := e.compileSessionRoot(s); err != nil { // sessions.go
+		return nil, err
+	}
+	e.src, e.views = &engineSource{pol: p, ann: a, lists: l, files: files}, newViewCache()
 	if err := e.compileAnnotations(a, s.Annotations, files.ann); err != nil {
 		return nil, err
 	}
