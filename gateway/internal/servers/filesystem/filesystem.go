@@ -38,8 +38,8 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/servers"
-	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
+	"ironcurtain.dev/gateway/internal/session"
 )
 
 // Defaults applied when the corresponding Config field is zero.
