@@ -89,6 +89,9 @@ type Config struct {
 	LoopBreaker LoopBreakerConfig `yaml:"loop_breaker"`
 	// Secrets configures outbound secret scanning (secrets.go).
 	Secrets SecretsConfig `yaml:"secrets"`
+	// SessionWorkspaces gives each minted session its own sandbox
+	// (workspaces.go).
+	SessionWorkspaces SessionWorkspacesConfig `yaml:"session_workspaces"`
 
 	// file is the path the configuration was loaded from.
 	file string
@@ -384,6 +387,9 @@ func (c *Config) validate(name string) error {
 	if c.Sandbox == "/" {
 		add("sandbox", errors.New("the sandbox cannot be the root directory"))
 	}
+	if err := workspaceOverlap(c.SessionWorkspaces.Root, c.Sandbox); err != nil {
+		add("session_workspaces.root", err)
+	}
 	for i, p := range c.ProtectedPaths {
 		if p == "" {
 			add(fmt.Sprintf("protected_paths[%d]", i), errors.New("empty path"))
@@ -493,6 +499,7 @@ func (c *Config) PolicySettings() policy.Settings {
 	}
 	s.ReadOnlyDirs = c.ReadOnlyDirs()
 	s.ConfinedServers = policy.BuiltinConfinedServers()
+	s.SessionSandboxRoot = c.SessionWorkspaces.Root
 	s.Secrets = c.Secrets.Scan()
 	s.UnsafeAllowAddresses, _ = c.Egress.UnsafePrefixes() // validated by Parse
 	for name, sc := range c.Servers {
