@@ -66,7 +66,7 @@ func (c *mcpClient) call(t *testing.T, tool string, args map[string]any) (string
 	var out struct {
 		Result struct {
 			Content []struct{ Text string } `json:"content"`
-			IsError bool                     `json:"isError"`
+			IsError bool                    `json:"isError"`
 		} `json:"result"`
 		Error *struct{ Message string } `json:"error"`
 	}
