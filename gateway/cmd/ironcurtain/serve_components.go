@@ -307,8 +307,9 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 		gitToken = getenv(cfg.Git.TokenVariable())
 	}
 	gsrv, err := git.New(git.Config{
-		Sandbox:   cfg.Sandbox,
-		MirrorDir: cfg.Git.MirrorPath(),
+		Sandbox:       cfg.Sandbox,
+		WorkspaceRoot: cfg.SessionWorkspaces.Root,
+		MirrorDir:     cfg.Git.MirrorPath(),
 		Credentials: git.Credentials{
 			TokenFile:         cfg.Git.TokenFile,
 			Token:             gitToken,

@@ -128,6 +128,12 @@ func TestSessionWorkspacesServed(t *testing.T) {
 			if text, isErr := s.mcp.call(t, "filesystem__read_text_file", map[string]any{"path": note}); isErr || text != "from "+s.id {
 				t.Errorf("session %s read back %s: %q (error %v)", s.id, note, text, isErr)
 			}
+			if text, isErr := s.mcp.call(t, "git__init", map[string]any{"path": g.sandbox + "/repo"}); isErr {
+				t.Errorf("session %s git init: %s", s.id, text)
+			}
+			if text, isErr := s.mcp.call(t, "git__status", map[string]any{"path": filepath.Join(other.dir, "repo")}); !isErr {
+				t.Errorf("session %s git status of the other's repository: %q, want refused", s.id, text)
+			}
 			for _, p := range []string{filepath.Join(other.dir, "note.txt"), g.sandbox + "/../workspaces/" + other.id + "/note.txt",
 				filepath.Join(root, strings.ToUpper(other.id), "note.txt"), "../" + other.id + "/note.txt"} {
 				if text, isErr := s.mcp.call(t, "filesystem__read_text_file", map[string]any{"path": p}); !isErr || strings.Contains(text, other.id) {
@@ -138,6 +144,9 @@ func TestSessionWorkspacesServed(t *testing.T) {
 	}
 	wg.Wait()
 	for _, s := range ss {
+		if fi, err := os.Stat(filepath.Join(s.dir, "repo", ".git")); err != nil || !fi.IsDir() {
+			t.Errorf("session %s's repository not in its workspace: %v", s.id, err)
+		}
 		b, err := os.ReadFile(filepath.Join(s.dir, "note.txt"))
 		if err != nil || string(b) != "from "+s.id {
 			t.Errorf("session %s's note: %q %v", s.id, b, err)
