@@ -290,3 +290,33 @@ func benchSession(b *testing.B, session bool) {
 		e.Evaluate(ctx, req)
 	}
 }
+
+// FuzzSessionSandbox: whatever path a session names, an allowed read or
+// write in its view hands the server a path inside its own sandbox, never
+// the other session's or the static sandbox.
+func FuzzSessionSandbox(f *testing.F) {
+	st := newSessTree(f)
+	for _, s := range []string{"own.txt", "../ses_b2/own.txt", st.sandbox + "/own.txt", st.b + "/own.txt", st.sandbox + "/../sessions/ses_b2",
+		"/SESSIONS/x", st.root + "/ＳＥＳ_b2/own.txt", "~/x", st.sandbox + "/./keep/../own.txt", "link-dir/own.txt"} {
+		f.Add(s, false)
+	}
+	if err := os.Symlink(st.b, filepath.Join(st.a, "link-dir")); err != nil {
+		f.Fatal(err)
+	}
+	e := st.engine(f, BuiltinConfinedServers())
+	f.Fuzz(func(t *testing.T, raw string, write bool) {
+		req := readReq(raw)
+		if write {
+			req = writeReq(raw)
+		}
+		req.Sandbox = st.a
+		ev := e.Evaluate(context.Background(), req)
+		if ev.Decision.Status != Allow {
+			return
+		}
+		got, _ := ev.Transport["path"].(string)
+		if !within(got, st.a) {
+			t.Fatalf("%s %q allowed with transport path %q outside %s (%s)", req.Tool, raw, got, st.a, ev.Decision.Rule)
+		}
+	})
+}
