@@ -270,13 +270,27 @@ func BenchmarkEvaluateStaticSandbox(b *testing.B) {
 	benchSession(b, false)
 }
 
+// BenchmarkEvaluateStaticSandboxRelative is the static baseline with the
+// path named relatively ("own.txt"), so that, as in a session's call, the
+// server is handed a rewritten path (a new transport map).
+func BenchmarkEvaluateStaticSandboxRelative(b *testing.B) {
+	benchSessionPath(b, false, "own.txt")
+}
+
 func benchSession(b *testing.B, session bool) {
+	benchSessionPath(b, session, "")
+}
+
+func benchSessionPath(b *testing.B, session bool, path string) {
 	st := newSessTree(b)
 	e := st.engine(b, BuiltinConfinedServers())
 	if err := os.WriteFile(filepath.Join(st.sandbox, "own.txt"), nil, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	req := readReq(st.sandbox + "/own.txt")
+	if path == "" {
+		path = st.sandbox + "/own.txt"
+	}
+	req := readReq(path)
 	if session {
 		req.Sandbox = st.a
 	}
