@@ -109,6 +109,9 @@ func TestSessionWorkspacesServed(t *testing.T) {
 		}
 		id := created.Session.SessionID
 		dir := filepath.Join(root, id)
+		if m := created.Session.Minted; m == nil || m.Workspace != dir {
+			t.Fatalf("session %s: the ops API does not name its workspace %s: %+v", id, dir, m)
+		}
 		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
 			t.Fatalf("session %s: workspace %s not created at mint: %v", id, dir, err)
 		}

@@ -81,7 +81,7 @@ func (st *Store) Mint(ctx context.Context, spec Spec, by string) (Session, Token
 	if err != nil {
 		return Session{}, "", fmt.Errorf("minting a session: labels: %w", err)
 	}
-	undo, err := st.createWorkspace(id)
+	undo, ws, err := st.createWorkspace(id)
 	if err != nil {
 		return Session{}, "", fmt.Errorf("minting a session: %w", err)
 	}
@@ -104,6 +104,7 @@ RETURNING `+Columns,
 		undo()
 		return Session{}, "", fmt.Errorf("minting a session: %w", err)
 	}
+	s.Workspace = ws
 	return s, tok, nil
 }
 
@@ -119,6 +120,9 @@ func (st *Store) Get(ctx context.Context, id string) (Session, error) {
 	}
 	if err != nil {
 		return Session{}, fmt.Errorf("reading session %s: %w", id, err)
+	}
+	if st.ws != nil {
+		s.Workspace, _ = st.ws.Path(id) // id is valid (checked above)
 	}
 	return s, nil
 }

@@ -29,20 +29,20 @@ func (st *Store) WithWorkspaces(w Workspaces, log *slog.Logger) *Store {
 	return st
 }
 
-// createWorkspace makes id's workspace; undo discards it again (for a
-// mint that fails after it).
-func (st *Store) createWorkspace(id string) (undo func(), err error) {
+// createWorkspace makes id's workspace and returns its path ("" without
+// workspaces); undo discards it again (for a mint that fails after it).
+func (st *Store) createWorkspace(id string) (undo func(), dir string, err error) {
 	if st.ws == nil {
-		return func() {}, nil
+		return func() {}, "", nil
 	}
-	if _, err := st.ws.Create(id); err != nil {
-		return nil, err
+	if dir, err = st.ws.Create(id); err != nil {
+		return nil, "", err
 	}
 	return func() {
 		if err := st.ws.Discard(id); err != nil {
 			st.log.Warn("discarding the workspace of a session whose minting failed", "session", id, "error", err)
 		}
-	}, nil
+	}, dir, nil
 }
 
 // releaseWorkspace ends a revoked session's workspace.

@@ -23,6 +23,12 @@ func TestWorkspacesLifecycle(t *testing.T) {
 	st.WithWorkspaces(m, nil)
 	ctx := context.Background()
 	a, tokA := mint(t, st, Spec{Name: "a"})
+	if want := filepath.Join(m.Root(), a.ID); a.Workspace != want {
+		t.Fatalf("Mint: workspace %q, want %q", a.Workspace, want)
+	}
+	if got, err := st.Get(ctx, a.ID); err != nil || got.Workspace != a.Workspace {
+		t.Fatalf("Get: workspace %q (%v), want %q", got.Workspace, err, a.Workspace)
+	}
 	b, tokB := mint(t, st, Spec{Name: "b"})
 	c, _ := mint(t, st, Spec{Name: "c"})
 	for _, s := range []struct {
