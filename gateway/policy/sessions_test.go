@@ -334,3 +334,21 @@ func FuzzSessionSandbox(f *testing.F) {
 		}
 	})
 }
+
+// TestSessionSandboxShadow: the shadow policy judges a session's call in
+// the same session sandbox (its view), and a view carries no stale shadow.
+func TestSessionSandboxShadow(t *testing.T) {
+	st := newSessTree(t)
+	e := st.engine(t, BuiltinConfinedServers()).WithShadow(st.engine(t, BuiltinConfinedServers()))
+	for _, c := range []struct {
+		path string
+		want Status
+	}{{st.sandbox + "/own.txt", Allow}, {filepath.Join(st.b, "own.txt"), Deny}} {
+		req := readReq(c.path)
+		req.Sandbox = st.a
+		ev := e.Evaluate(context.Background(), req)
+		if ev.Decision.Status != c.want || ev.Shadow == nil || ev.Shadow.Status != c.want {
+			t.Errorf("%s: decision %s, shadow %+v, want %s from both", c.path, ev.Decision.Status, ev.Shadow, c.want)
+		}
+	}
+}
