@@ -24,9 +24,12 @@ type Engine struct {
 	rebase   Rebase // how LoadDir moved the rules to the configured sandbox
 	reach    reach  // what confined servers can reach (reach.go)
 	secrets  *SecretScanner
-	content  string   // content hash of the artifacts and settings (version.go)
-	version  string   // content, combined with the shadow's version (version.go)
-	annFiles []string // the annotation files loaded, in load order
+	content  string        // content hash of the artifacts and settings (version.go)
+	version  string        // content, combined with the shadow's version (version.go)
+	annFiles []string      // the annotation files loaded, in load order
+	src      *engineSource // what the engine was built from, for session views (sessions.go)
+	sessions sessionRoot   // the per-session sandboxes' root (sessions.go)
+	views    *viewCache    // session views built so far; nil in a view (sessions.go)
 }
 
 // Evaluation is the outcome of one call: the decision, the arguments to send
@@ -135,6 +138,7 @@ func (e *Engine) WithShadow(s *Engine) *Engine {
 	c := *e
 	c.shadow = s
 	c.version = c.versionWithShadow()
+	c.views = newViewCache() // views of e carry e's shadow, not s
 	return &c
 }
 
@@ -143,6 +147,9 @@ func (e *Engine) Shadow() *Engine { return e.shadow }
 
 // Evaluate decides one call. It never panics: an internal failure denies.
 func (e *Engine) Evaluate(ctx context.Context, r Request) (ev Evaluation) {
+	if r.Sandbox != "" {
+		return e.evaluateInSandbox(ctx, r) // sessions.go
+	}
 	ev = e.safeEvaluate(ctx, r)
 	if e.shadow != nil {
 		d := e.shadow.safeEvaluate(ctx, r).Decision

@@ -143,6 +143,10 @@ func newEngine(p *CompiledPolicy, anns []AnnotationSource, l *DynamicLists, s Se
 	if err != nil {
 		return nil, err
 	}
+	if err := e.compileSessionRoot(s); err != nil { // sessions.go
+		return nil, err
+	}
+	e.src, e.views = &engineSource{pol: p, anns: anns, lists: l, files: files}, newViewCache()
 	if err := e.compileAnnotations(anns, s.Annotations); err != nil {
 		return nil, err
 	}

@@ -67,7 +67,11 @@ type pathCanon struct {
 	home       string
 	sandbox    string
 	sandboxLex string
-	fs         fileSystem
+	// alias, in a session's view (sessions.go), is the configured sandbox's
+	// absolute form: the agent names its own sandbox by it, so a raw path
+	// under alias means the same path under sandbox.
+	alias string
+	fs    fileSystem
 }
 
 // canonical returns the symlink-free absolute path that raw names: ~ and ~/
@@ -103,6 +107,9 @@ func (c *pathCanon) canonicalID(raw string) (string, fileID, error) {
 	if c.sandbox != "" {
 		// The sandbox and its ancestors were resolved at load; only the
 		// components below it are looked at.
+		if rest, ok := under(p, c.alias); ok {
+			return c.walk(c.sandbox, rest)
+		}
 		if rest, ok := under(p, c.sandboxLex); ok {
 			return c.walk(c.sandbox, rest)
 		}

@@ -75,6 +75,13 @@ type Settings struct {
 	// guard lets through (gateway.yaml: egress.unsafe_allow_addresses): a
 	// URL naming such an address is not denied by RuleSpecialHost.
 	UnsafeAllowAddresses []netip.Prefix
+	// SessionSandboxRoot is the directory that holds the per-session
+	// sandboxes of minted sessions (<root>/<session id>; gateway.yaml:
+	// sessions.workspace_root). It is a protected path for every caller,
+	// except that a session's view (Engine.ForSandbox) keeps its own
+	// directory usable. It must not overlap Sandbox, which must be set.
+	// "": no per-session sandboxes (Request.Sandbox is refused).
+	SessionSandboxRoot string
 }
 
 // BuiltinConfinedServers returns the gateway's built-in servers that work

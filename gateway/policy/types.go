@@ -94,6 +94,14 @@ type Request struct {
 	Server string
 	Tool   string
 	Args   map[string]any
+	// Sandbox is the caller's own sandbox when it is not the configured one:
+	// a minted session's directory, strictly below
+	// Settings.SessionSandboxRoot. The call is judged by the engine's view
+	// for that sandbox (Engine.ForSandbox): paths the agent names under the
+	// configured sandbox mean the same paths under this one, rules are
+	// rebased to it, and every other session's directory is protected.
+	// "" judges against the configured sandbox (the static agent token).
+	Sandbox string
 }
 
 // Role is an argument role from the registry (see roles.go), for example

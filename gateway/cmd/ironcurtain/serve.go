@@ -144,6 +144,9 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if auth, err = withMintedSessions(auth, tokens, st); err != nil { // serve_sessions.go
 		return err
 	}
+	if err := startSessionWorkspaces(ctx, cfg, st, log, &closers); err != nil { // serve_sessions.go
+		return err
+	}
 
 	if err := setGatewaySecrets(cfg, getenv, tokens, log); err != nil {
 		return err

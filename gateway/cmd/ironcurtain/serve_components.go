@@ -296,7 +296,8 @@ func loadPolicy(cfg *config.Config) (*policy.Engine, error) {
 
 // buildServers builds the built-in servers and starts the external ones.
 func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, sink audit.Sink, getenv func(string) string, m *metrics.ToolCalls, log *slog.Logger, closers *closeStack) ([]servers.Server, error) {
-	fsrv, err := filesystem.New(filesystem.Config{Root: cfg.Sandbox, ReadOnlyDirs: cfg.ReadOnlyDirs(), Logger: log.With("server", filesystem.ServerName)})
+	fsrv, err := filesystem.New(filesystem.Config{Root: cfg.Sandbox, ReadOnlyDirs: cfg.ReadOnlyDirs(), Logger: log.With("server", filesystem.ServerName),
+		WorkspaceRoot: cfg.SessionWorkspaces.Root})
 	if err != nil {
 		return nil, fmt.Errorf("filesystem server: %w", err)
 	}
@@ -307,9 +308,10 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 		gitToken = getenv(cfg.Git.TokenVariable())
 	}
 	gsrv, err := git.New(git.Config{
-		Sink:      sink,
-		Sandbox:   cfg.Sandbox,
-		MirrorDir: cfg.Git.MirrorPath(),
+		Sink:          sink,
+		Sandbox:       cfg.Sandbox,
+		WorkspaceRoot: cfg.SessionWorkspaces.Root,
+		MirrorDir:     cfg.Git.MirrorPath(),
 		Credentials: git.Credentials{
 			TokenFile:         cfg.Git.TokenFile,
 			Token:             gitToken,

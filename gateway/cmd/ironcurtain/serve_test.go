@@ -39,12 +39,20 @@ func freeAddr(t *testing.T) string {
 
 type servedGateway struct {
 	api, proxy, ops string
+	sandbox         string // the configured sandbox
 }
 
 // startGateway runs serve with the shipped policy on a fresh database and
 // returns its addresses; the gateway stops at the end of the test. extra
 // adds environment variables (serve_tracing_test.go: OTEL_*).
 func startGateway(t *testing.T, extra ...map[string]string) servedGateway {
+	t.Helper()
+	return startGatewayYAML(t, "", extra...)
+}
+
+// startGatewayYAML is startGateway with more gateway.yaml (top-level
+// sections appended to the file).
+func startGatewayYAML(t *testing.T, moreYAML string, extra ...map[string]string) servedGateway {
 	t.Helper()
 	db := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -61,7 +69,7 @@ func startGateway(t *testing.T, extra ...map[string]string) servedGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := servedGateway{api: freeAddr(t), proxy: freeAddr(t), ops: freeAddr(t)}
+	g := servedGateway{api: freeAddr(t), proxy: freeAddr(t), ops: freeAddr(t), sandbox: sandbox}
 	cfg := fmt.Sprintf(`sandbox: %s
 policy_dir: %s
 servers:
@@ -78,7 +86,7 @@ git:
   mirror_dir: %s
 audit:
   spool_dir: %s
-`, sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool"))
+`, sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool")) + moreYAML
 	cfgPath := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -96,6 +96,9 @@ type Config struct {
 	// Launcher is how the gateway reaches the container launcher of image:
 	// servers (launcher.go).
 	Launcher LauncherConfig `yaml:"launcher"`
+	// SessionWorkspaces gives each minted session its own sandbox
+	// (workspaces.go).
+	SessionWorkspaces SessionWorkspacesConfig `yaml:"session_workspaces"`
 
 	// file is the path the configuration was loaded from.
 	file string
@@ -414,6 +417,9 @@ func (c *Config) validate(name string) error {
 	if c.Sandbox == "/" {
 		add("sandbox", errors.New("the sandbox cannot be the root directory"))
 	}
+	if err := workspaceOverlap(c.SessionWorkspaces.Root, c.Sandbox); err != nil {
+		add("session_workspaces.root", err)
+	}
 	for i, p := range c.ProtectedPaths {
 		if p == "" {
 			add(fmt.Sprintf("protected_paths[%d]", i), errors.New("empty path"))
@@ -529,6 +535,7 @@ func (c *Config) PolicySettings() policy.Settings {
 	}
 	s.ReadOnlyDirs = c.ReadOnlyDirs()
 	s.ConfinedServers = policy.BuiltinConfinedServers()
+	s.SessionSandboxRoot = c.SessionWorkspaces.Root
 	s.Secrets = c.Secrets.Scan()
 	s.UnsafeAllowAddresses, _ = c.Egress.UnsafePrefixes() // validated by Parse
 	for name, sc := range c.Servers {

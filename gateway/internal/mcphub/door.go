@@ -106,7 +106,7 @@ func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 			break
 		}
 		ev = c.evaluate(ctx, func(ctx context.Context) policy.Evaluation {
-			return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: d.Args})
+			return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: d.Args, Sandbox: d.Session.Workspace})
 		})
 		if ev.Policy == nil {
 			ev.Policy = d.Args

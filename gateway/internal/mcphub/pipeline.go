@@ -120,7 +120,7 @@ func (c *call) decide(ctx context.Context, pol Policy, r CallRequest) policy.Eva
 		defer leave()
 	}
 	ev := c.evaluate(ctx, func(ctx context.Context) policy.Evaluation {
-		return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args})
+		return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: r.Args, Sandbox: r.Session.Workspace})
 	})
 	if ev.Policy != nil {
 		c.args = marshalArgs(ev.Policy)

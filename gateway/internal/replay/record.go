@@ -37,6 +37,7 @@ const (
 	SkipGateway     = "gateway"      // decided by the gateway outside the policy (loop breaker, budget, tool pin, a door's refusal)
 	SkipBadRecord   = "bad_record"   // the recorded decision is not allow, deny or escalate
 	SkipDoor        = "door"         // came through the git HTTP door or the GitHub relay: the record mixes request facts into the arguments
+	SkipWorkspace   = "workspace"    // a minted session's call whose own workspace is gone (judged against it, not the sandbox)
 )
 
 // doors are the values of the "door" key the git HTTP door and the GitHub

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"ironcurtain.dev/gateway/internal/session/minted"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -226,8 +227,16 @@ func (rp *Replayer) one(rep *Report, idx map[transitionKey]*Transition, r *Recor
 		rep.NotReplayable[SkipDoor]++
 		return
 	}
-	ev := rp.eng.Evaluate(context.Background(), policy.Request{Server: r.Server, Tool: r.Tool, Args: args})
+	req := policy.Request{Server: r.Server, Tool: r.Tool, Args: args}
+	if root := rp.eng.SessionSandboxRoot(); root != "" && minted.ValidID(r.SessionID) {
+		req.Sandbox = root + "/" + r.SessionID // judged in its own workspace, as it was
+	}
+	ev := rp.eng.Evaluate(context.Background(), req)
 	d := ev.Decision
+	if req.Sandbox != "" && d.Rule == policy.RuleSessionSandbox {
+		rep.NotReplayable[SkipWorkspace]++
+		return
+	}
 	if readsRepository(r, d) {
 		rep.NotReplayable[SkipGitState]++
 		return

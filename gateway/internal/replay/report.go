@@ -19,6 +19,7 @@ var skipText = map[string]string{
 	SkipGateway:     "decided by the gateway outside the policy (loop breaker, budget, tool pin, a door)",
 	SkipBadRecord:   "the recorded decision is not allow, deny or escalate",
 	SkipDoor:        "came through the git HTTP door or the GitHub relay (request facts mixed into the arguments)",
+	SkipWorkspace:   "a minted session's call whose workspace no longer exists",
 }
 
 // WriteTable writes the report for a terminal: a summary, then one row per

@@ -19,6 +19,11 @@ type Session struct {
 	// Budget is the session's own budget (a minted session's); nil: the
 	// gateway's configured budgets apply.
 	Budget *Budget
+	// Workspace is the session's own sandbox directory (a minted session's,
+	// when session_workspaces.root is set): the policy judges its calls
+	// against it and the filesystem server is confined to it. "": the
+	// configured sandbox (the static agent tokens).
+	Workspace string
 }
 
 // Budget is what a minted session may spend. A zero field means the

@@ -39,6 +39,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
+	"ironcurtain.dev/gateway/internal/session"
 )
 
 // Defaults applied when the corresponding Config field is zero.
@@ -87,6 +88,13 @@ type Config struct {
 	// Logger receives the detail of failures (never shown to the agent).
 	// Nil discards.
 	Logger *slog.Logger
+	// WorkspaceRoot is the directory holding the minted sessions' own
+	// sandboxes (gateway.yaml: session_workspaces.root). A call from a
+	// session with a workspace (session.Session.Workspace, from the
+	// context) is served by an os.Root on that workspace, which must be a
+	// directory directly below WorkspaceRoot; without WorkspaceRoot such a
+	// call is refused (workspaces.go).
+	WorkspaceRoot string
 }
 
 // Server is the filesystem tool server. It is safe for concurrent use.
@@ -100,6 +108,7 @@ type Server struct {
 	maxEnt   int
 	log      *slog.Logger
 	tools    *toolargs.Set
+	ws       *workspaces // per-session sandboxes; nil in a session's server (workspaces.go)
 }
 
 var _ servers.Server = (*Server)(nil)
@@ -157,12 +166,16 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.tools = toolargs.NewSet(ServerName, s, toolDefs, s.fail)
+	if s.ws, err = newWorkspaces(cfg.WorkspaceRoot, real); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
 // Close releases the sandbox's and the read-only directories' handles.
 func (s *Server) Close() error {
-	err := s.root.Close()
+	err := errors.Join(s.root.Close(), s.ws.closeAll())
 	for _, a := range s.ro {
 		err = errors.Join(err, a.root.Close())
 	}
@@ -182,6 +195,13 @@ func (s *Server) Tools() []servers.Tool { return s.tools.Tools() }
 // result with a short message; the returned error is reserved for the
 // context being cancelled.
 func (s *Server) Call(ctx context.Context, tool string, raw map[string]any) (servers.Result, error) {
+	if sess, ok := session.FromContext(ctx); ok && sess.Workspace != "" {
+		child, err := s.forWorkspace(sess.Workspace) // workspaces.go
+		if err != nil {
+			return s.fail(tool, err), nil
+		}
+		return child.tools.Call(ctx, tool, raw)
+	}
 	return s.tools.Call(ctx, tool, raw)
 }
 

@@ -62,6 +62,7 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
+	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -114,6 +115,12 @@ type Config struct {
 	MaxScanBytes int64
 	// Logger receives failure details (never shown to the agent).
 	Logger *slog.Logger
+	// WorkspaceRoot is the directory holding the minted sessions' own
+	// sandboxes (gateway.yaml: session_workspaces.root). A call from a
+	// session with a workspace (session.Session.Workspace, from the
+	// context) is served with that workspace as the sandbox; without
+	// WorkspaceRoot such a call is refused (workspaces.go).
+	WorkspaceRoot string
 
 	// UnsafeAllowLocalRemotes (tests only) lets remote values and clone URLs
 	// be local paths or file:// URLs and allows the file transport in the
@@ -172,6 +179,7 @@ type Server struct {
 	unsafeUnbound bool
 	unsafeTestCA  string
 	tools         *toolargs.Set
+	ws            *workspaces // per-session sandboxes; nil in a session's server (workspaces.go)
 	scanCache     scanCache
 	mirrorLocksMu sync.Mutex
 	mirrorLocks   map[string]*sync.Mutex
@@ -257,6 +265,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.tools = toolargs.NewSet(ServerName, s, toolDefs, s.fail)
+	if s.ws, err = newWorkspaces(cfg.WorkspaceRoot, sandbox, mirrorDir); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -294,6 +305,13 @@ func (s *Server) Tools() []servers.Tool { return s.tools.Tools() }
 // result with a short message; the returned error is reserved for a
 // cancelled context.
 func (s *Server) Call(ctx context.Context, tool string, raw map[string]any) (servers.Result, error) {
+	if sess, ok := session.FromContext(ctx); ok && sess.Workspace != "" {
+		child, err := s.forWorkspace(sess.Workspace) // workspaces.go
+		if err != nil {
+			return s.fail(tool, err), nil
+		}
+		return child.tools.Call(ctx, tool, raw)
+	}
 	return s.tools.Call(ctx, tool, raw)
 }
 

@@ -27,6 +27,12 @@ var _ policy.PushInspector = (*Server)(nil)
 // and the commit or tag each will point at (gitscan.NameHits, ScanTips). The objects it read are returned by destination; pushTool
 // pushes exactly these or refuses.
 func (s *Server) InspectPush(ctx context.Context, det *secretscan.Detector, repoDir string, in policy.PushInput, plan policy.PushPlan) (policy.PushInspection, error) {
+	if c, ok, err := s.workspaceFor(repoDir); ok { // a session's repository (workspaces.go)
+		if err != nil {
+			return policy.PushInspection{}, err
+		}
+		return c.InspectPush(ctx, det, repoDir, in, plan)
+	}
 	r, err := s.openRepo(ctx, "path", repoDir)
 	if err != nil {
 		return policy.PushInspection{}, fmt.Errorf("opening the repository: %w", err)

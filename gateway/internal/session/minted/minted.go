@@ -262,6 +262,10 @@ type Session struct {
 	Budget        Budget            `json:"budget"`
 	ToolCallsUsed int64             `json:"tool_calls_used"`
 	Labels        map[string]string `json:"labels"`
+	// Workspace is the session's own sandbox directory on the gateway
+	// (session_workspaces.root/<id>), set by Mint and Get when workspaces
+	// are configured: the directory to mount as the agent's /workspace.
+	Workspace string `json:"workspace,omitempty"`
 }
 
 // Statuses of a minted session.

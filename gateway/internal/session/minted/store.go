@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,8 @@ const AuthTimeout = 3 * time.Second
 type Store struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
+	ws   Workspaces   // nil: minted sessions share the configured sandbox (workspaces.go)
+	log  *slog.Logger // failures releasing workspaces
 }
 
 var (
@@ -78,6 +81,10 @@ func (st *Store) Mint(ctx context.Context, spec Spec, by string) (Session, Token
 	if err != nil {
 		return Session{}, "", fmt.Errorf("minting a session: labels: %w", err)
 	}
+	undo, ws, err := st.createWorkspace(id)
+	if err != nil {
+		return Session{}, "", fmt.Errorf("minting a session: %w", err)
+	}
 	d := Digest(string(tok))
 	var s Session
 	err = pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
@@ -94,8 +101,10 @@ RETURNING `+Columns,
 		return err
 	})
 	if err != nil {
+		undo()
 		return Session{}, "", fmt.Errorf("minting a session: %w", err)
 	}
+	s.Workspace = ws
 	return s, tok, nil
 }
 
@@ -111,6 +120,9 @@ func (st *Store) Get(ctx context.Context, id string) (Session, error) {
 	}
 	if err != nil {
 		return Session{}, fmt.Errorf("reading session %s: %w", id, err)
+	}
+	if st.ws != nil {
+		s.Workspace, _ = st.ws.Path(id) // id is valid (checked above)
 	}
 	return s, nil
 }
@@ -160,6 +172,7 @@ RETURNING `+Columns, id, audit.RedactString(by), audit.RedactString(reason)), &s
 	if err != nil {
 		return Session{}, nil, fmt.Errorf("revoking session %s: %w", id, err)
 	}
+	st.releaseWorkspace(id)
 	return s, cancelled, nil
 }
 
@@ -200,7 +213,13 @@ FROM agent_sessions WHERE token_digest = $1`, d[:]).Scan(&id, &name, &stored, &r
 	case expird:
 		return session.Session{}, ErrExpired
 	}
-	return session.Session{ID: id, Name: name, Budget: b.session()}, nil
+	out := session.Session{ID: id, Name: name, Budget: b.session()}
+	if st.ws != nil {
+		if out.Workspace, err = st.ws.Path(id); err != nil {
+			return session.Session{}, fmt.Errorf("authenticating a minted session: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // ChargeToolCall counts one tool call against the session's tool-call
