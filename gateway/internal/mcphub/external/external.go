@@ -22,19 +22,13 @@
 package external
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -83,6 +77,34 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the wait before a restart; the wait
 	// doubles after each failed start and resets after a healthy minute.
 	MinBackoff, MaxBackoff time.Duration
+	// Transport, when set, opens the server's connection instead of a child
+	// process (url: mode, NewHTTPTransport; the container launcher); Command,
+	// Args, Env and Dir are then ignored.
+	Transport Transport
+}
+
+// Transport opens runs of an external server's MCP connection: a child
+// process (command:), a remote streamable-HTTP endpoint (url:) or a
+// container. Pinning, tool listing, restarts with back-off and calls are
+// the same whatever the transport.
+type Transport interface {
+	// Open starts one run. The context bounds only the start.
+	Open(ctx context.Context) (*Conn, error)
+	// Close releases what the transport keeps between runs.
+	Close() error
+}
+
+// Conn is one run of a server's connection.
+type Conn struct {
+	// MCP carries the JSON-RPC messages; the server starts it.
+	MCP transport.Interface
+	// Done is closed when the run has ended (the process exited, the
+	// remote session was lost); the server then restarts it.
+	Done <-chan struct{}
+	// Err says why the run ended; it is called after Done is closed.
+	Err func() error
+	// Stop ends the run and returns once it has ended.
+	Stop func()
 }
 
 // Deps are the server's collaborators.
@@ -95,11 +117,10 @@ type Deps struct {
 
 // Server is a running external server.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	m    *metrics.ToolCalls
-	env  []string
-	home string
+	cfg Config
+	log *slog.Logger
+	m   *metrics.ToolCalls
+	tr  Transport
 
 	mu       sync.Mutex
 	tools    []servers.Tool // the latest listing
@@ -117,14 +138,15 @@ type Server struct {
 
 var _ servers.Server = (*Server)(nil)
 
-// proc is one run of the child.
+// proc is one run of the server's connection.
 type proc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
+	conn   *Conn
 	client *client.Client
-	exited chan struct{} // closed when the process has exited
-	err    error         // the exit error, set before exited closes
+	exited <-chan struct{} // conn.Done
 }
+
+// err says why the run ended (valid once exited is closed).
+func (p *proc) err() error { return p.conn.Err() }
 
 // Errors of Call while the child is not usable.
 var (
@@ -135,8 +157,8 @@ var (
 // Start launches the server, initialises it and lists its tools. The
 // context bounds only the start; the server runs until Close.
 func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
-	if cfg.Name == "" || cfg.Command == "" {
-		return nil, fmt.Errorf("starting external server %q: name and command are required", cfg.Name)
+	if cfg.Name == "" || (cfg.Command == "" && cfg.Transport == nil) {
+		return nil, fmt.Errorf("starting external server %q: name and command are required (or a transport)", cfg.Name)
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
@@ -156,16 +178,18 @@ func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.log = s.log.With("server", cfg.Name)
-	home, err := os.MkdirTemp("", "ironcurtain-ext-"+safeFileName(cfg.Name)+"-")
-	if err != nil {
-		return nil, fmt.Errorf("starting external server %q: creating its home directory: %w", cfg.Name, err)
+	s.tr = cfg.Transport
+	if s.tr == nil {
+		pt, err := newProcessTransport(cfg, d.Getenv, s.log)
+		if err != nil {
+			return nil, fmt.Errorf("starting external server %q: %w", cfg.Name, err)
+		}
+		s.tr = pt
 	}
-	s.home = home
-	s.env = childEnv(cfg.Env, d.Getenv("PATH"), home)
 
 	p, tools, err := s.launch(ctx)
 	if err != nil {
-		_ = os.RemoveAll(home)
+		_ = s.tr.Close()
 		return nil, fmt.Errorf("starting external server %q: %w", cfg.Name, err)
 	}
 	s.tools = tools
@@ -175,76 +199,16 @@ func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
 	return s, nil
 }
 
-// childEnv is the child's whole environment, sorted.
-func childEnv(extra map[string]string, path, home string) []string {
-	if path == "" {
-		path = DefaultPath
-	}
-	m := map[string]string{"PATH": path, "HOME": home, "LANG": "C.UTF-8"}
-	for k, v := range extra {
-		m[k] = v
-	}
-	out := make([]string, 0, len(m))
-	for k, v := range m {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func safeFileName(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
-			return r
-		}
-		return '_'
-	}, s)
-}
-
-// launch starts a process, initialises it and lists its tools.
+// launch opens a run, initialises it and lists its tools.
 func (s *Server) launch(ctx context.Context) (*proc, []servers.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
-	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-	cmd.Env = s.env
-	cmd.Dir = s.cfg.Dir
-	if cmd.Dir == "" {
-		cmd.Dir = s.home
-	}
-	setProcessGroup(cmd)
-	stdin, err := cmd.StdinPipe()
+	conn, err := s.tr.Open(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating stdin pipe: %w", err)
+		return nil, nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating stdout pipe: %w", err)
-	}
-	// stderr is an os.Pipe, not StderrPipe: Wait must not depend on a
-	// grandchild that keeps stderr open.
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating stderr pipe: %w", err)
-	}
-	cmd.Stderr = stderrW
-	err = cmd.Start()
-	_ = stderrW.Close()
-	if err != nil {
-		_ = stderrR.Close()
-		return nil, nil, fmt.Errorf("running %s: %w", filepath.Base(s.cfg.Command), err)
-	}
-	p := &proc{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
-	go func() {
-		defer stderrR.Close()
-		s.logStderr(stderrR)
-	}()
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-
-	tr := transport.NewIO(stdout, stdin, nil)
-	c := client.NewClient(tr)
+	p := &proc{conn: conn, exited: conn.Done}
+	c := client.NewClient(conn.MCP)
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == mcp.MethodNotificationToolsListChanged {
 			select {
@@ -367,7 +331,7 @@ func (s *Server) withExit(ctx context.Context, p *proc, f func(context.Context) 
 			// exiting; say so when it has.
 			select {
 			case <-p.exited:
-				return true, fmt.Errorf("the process exited (%v)", p.err)
+				return true, p.err()
 			case <-time.After(exitGrace):
 				return true, fmt.Errorf("talking to the process: %w", err)
 			}
@@ -376,29 +340,7 @@ func (s *Server) withExit(ctx context.Context, p *proc, f func(context.Context) 
 	case <-p.exited:
 		cancel()
 		<-done
-		return true, fmt.Errorf("the process exited (%v)", p.err)
-	}
-}
-
-// logStderr logs the child's stderr line by line.
-func (s *Server) logStderr(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), maxStderrLine)
-	for {
-		for sc.Scan() {
-			s.log.Info("external server stderr", "line", sc.Text())
-		}
-		if !errors.Is(sc.Err(), bufio.ErrTooLong) {
-			return
-		}
-		s.log.Info("external server stderr", "line", "[line longer than 4096 bytes dropped]")
-		// Skip the rest of the long line, then carry on.
-		br := bufio.NewReader(r)
-		if _, err := br.ReadString('\n'); err != nil {
-			return
-		}
-		sc = bufio.NewScanner(br)
-		sc.Buffer(make([]byte, 0, 4096), maxStderrLine)
+		return true, p.err()
 	}
 }
 
@@ -425,7 +367,7 @@ func (s *Server) supervise(p *proc) {
 		if closed {
 			return
 		}
-		s.log.Warn("external server exited; restarting", "err", fmt.Sprint(p.err), "backoff", backoff)
+		s.log.Warn("external server exited; restarting", "err", fmt.Sprint(p.err()), "backoff", backoff)
 		if time.Since(started) > time.Minute {
 			backoff = s.cfg.MinBackoff
 		}
@@ -477,19 +419,12 @@ func sameTools(a, b []servers.Tool) bool {
 	return true
 }
 
-// kill ends p: closes its stdin, waits a little, then kills its group.
+// kill ends p: closes its client, then stops the run.
 func (s *Server) kill(p *proc) {
 	if p.client != nil {
 		_ = p.client.Close()
 	}
-	_ = p.stdin.Close()
-	select {
-	case <-p.exited:
-		return
-	case <-time.After(stopGrace):
-	}
-	killProcessGroup(p.cmd)
-	<-p.exited
+	p.conn.Stop()
 }
 
 // Name implements servers.Server.
@@ -552,8 +487,8 @@ func (s *Server) Close() error {
 		s.kill(p)
 	}
 	<-s.relisted
-	if err := os.RemoveAll(s.home); err != nil {
-		return fmt.Errorf("closing external server %s: removing its home: %w", s.cfg.Name, err)
+	if err := s.tr.Close(); err != nil {
+		return fmt.Errorf("closing external server %s: %w", s.cfg.Name, err)
 	}
 	return nil
 }

@@ -173,7 +173,7 @@ func TestExternalServer(t *testing.T) {
 		{name: "configured variable reaches the child", tool: "env", args: map[string]any{"name": "NOTES_DIR"}, want: "/srv/notes"},
 		{name: "gateway secrets do not", tool: "env", args: map[string]any{"name": "GITHUB_TOKEN"}, want: "<unset>"},
 		{name: "model keys do not", tool: "env", args: map[string]any{"name": "ANTHROPIC_API_KEY"}, want: "<unset>"},
-		{name: "private home", tool: "env", args: map[string]any{"name": "HOME"}, want: s.home},
+		{name: "private home", tool: "env", args: map[string]any{"name": "HOME"}, want: s.tr.(*processTransport).home},
 		{name: "server error is a tool error", tool: "fail", args: map[string]any{}, want: "notes refused the call", wantError: true},
 		{name: "structured content becomes text", tool: "structured", args: map[string]any{}, want: `"count":2`},
 	}
@@ -299,7 +299,7 @@ func TestCloseEndsTheProcess(t *testing.T) {
 	if _, err := s.Call(context.Background(), "echo", map[string]any{"text": "x"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Call after Close: %v", err)
 	}
-	if _, err := os.Stat(s.home); !os.IsNotExist(err) {
+	if _, err := os.Stat(s.tr.(*processTransport).home); !os.IsNotExist(err) {
 		t.Fatalf("home not removed: %v", err)
 	}
 }
