@@ -340,12 +340,17 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 		if err != nil {
 			return nil, err
 		}
+		tr, err := externalTransport(cfg, name, sink, getenv, log) // serve_external.go
+		if err != nil {
+			return nil, err
+		}
 		ext, err := external.Start(ctx, external.Config{
 			Name:         name,
 			Command:      sc.Command,
 			Args:         sc.Args,
 			Env:          envv,
 			StartTimeout: cfg.MCP.ExternalStartTimeout,
+			Transport:    tr,
 		}, external.Deps{Logger: log.With("server", name), Metrics: m, Getenv: getenv})
 		if err != nil {
 			return nil, fmt.Errorf("servers.%s: starting external server: %w", name, err)

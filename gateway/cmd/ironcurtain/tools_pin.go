@@ -46,9 +46,14 @@ func listExternal(ctx context.Context, name string, sc config.ServerConfig, cfg 
 	if err != nil {
 		return nil, err
 	}
+	quiet := slog.New(slog.DiscardHandler)
+	tr, err := externalTransport(cfg, name, logSink{quiet}, getenv, quiet)
+	if err != nil {
+		return nil, err
+	}
 	s, err := external.Start(ctx, external.Config{
-		Name: name, Command: sc.Command, Args: sc.Args, Env: envv, StartTimeout: cfg.MCP.ExternalStartTimeout,
-	}, external.Deps{Logger: slog.New(slog.DiscardHandler), Getenv: getenv})
+		Name: name, Command: sc.Command, Args: sc.Args, Env: envv, StartTimeout: cfg.MCP.ExternalStartTimeout, Transport: tr,
+	}, external.Deps{Logger: quiet, Getenv: getenv})
 	if err != nil {
 		return nil, err
 	}

@@ -105,6 +105,12 @@ type ServerConfig struct {
 	Command string            `yaml:"command"`
 	Args    []string          `yaml:"args"`
 	Env     map[string]string `yaml:"env"`
+	// URL, Headers, BearerTokenFile and AllowedHosts reach a remote or
+	// sidecar MCP server over streamable HTTP instead (remote.go).
+	URL             string            `yaml:"url"`
+	Headers         map[string]string `yaml:"headers"`
+	BearerTokenFile string            `yaml:"bearer_token_file"`
+	AllowedHosts    []string          `yaml:"allowed_hosts"`
 	// ReadOnlyDirs (filesystem only) are directories outside the sandbox
 	// that the filesystem server's read tools may read and its write tools
 	// never touch; the policy engine resolves reads there like reads in
@@ -421,6 +427,9 @@ func (c *Config) validate(name string) error {
 			}
 		}
 		for _, fe := range c.Servers[name].launchErrors(name) {
+			add(subField(field, fe.Field), fe.Err)
+		}
+		for _, fe := range c.Servers[name].remoteErrors(name) {
 			add(subField(field, fe.Field), fe.Err)
 		}
 		for _, fe := range c.readOnlyDirErrors(name) {

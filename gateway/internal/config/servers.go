@@ -19,9 +19,9 @@ var (
 	envRefRE       = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 )
 
-// External reports whether the server is an external stdio MCP server (it
-// has a command).
-func (s ServerConfig) External() bool { return s.Command != "" }
+// External reports whether the server is an external MCP server: a stdio
+// child (command) or a remote one (url).
+func (s ServerConfig) External() bool { return s.Command != "" || s.URL != "" }
 
 // ExternalServers returns the names of the configured external servers,
 // sorted.

@@ -1,7 +1,10 @@
-// Package external runs an external MCP server (any stdio MCP server from
-// gateway.yaml: command, args, env) as a child process of the gateway and
-// adapts it to servers.Server, so the hub exposes its tools as
-// "<name>__<tool>" like a built-in server.
+// Package external runs an external MCP server and adapts it to
+// servers.Server, so the hub exposes its tools as "<name>__<tool>" like a
+// built-in server. The connection is a Transport: a child process (any
+// stdio MCP server from gateway.yaml: command, args, env; the default), a
+// remote or sidecar server over streamable HTTP (url:, NewHTTPTransport,
+// dialed through the egress Guard, every request recorded), or a container
+// (the launcher). Everything below holds for every transport.
 //
 // The child's environment is built from scratch: PATH and a private HOME,
 // plus exactly the variables the configuration names. The gateway's own
