@@ -230,9 +230,20 @@ func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) st
 // before its last line, stops the start: records must not be lost.
 func openSpool(cfg *config.Config, log *slog.Logger) (*audit.Spool, error) {
 	dir := cfg.Audit.SpoolPath()
-	spool, torn, err := audit.OpenSpool(dir, cfg.Audit.SpoolMaxRecords)
+	key, err := cfg.Audit.SpoolKey()
+	if err != nil {
+		return nil, err
+	}
+	if key == nil {
+		key = audit.ProcessSpoolKey() // in memory only: lines of an earlier run are refused
+	}
+	spool, torn, err := audit.OpenSpoolKey(dir, cfg.Audit.SpoolMaxRecords, key)
 	if err != nil {
 		return nil, fmt.Errorf("%s: audit.spool_dir: %w", cfg.File(), err)
+	}
+	if n := spool.Rejected(); n > 0 {
+		log.Error("audit spool: refused lines whose MAC does not verify (not written by this gateway, or by a run without audit.spool_key_file); moved aside, not replayed",
+			"dir", dir, "lines", n, "file", "outcomes.spool.rejected")
 	}
 	if torn > 0 {
 		log.Warn("audit spool: dropped a last line cut short by a crash (its write never completed)", "dir", dir, "bytes", torn)

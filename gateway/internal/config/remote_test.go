@@ -136,3 +136,45 @@ func TestReadSecretFileRefusesExposedFiles(t *testing.T) {
 		t.Fatal("a directory was read as a secret")
 	}
 }
+
+func TestSpoolKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "spool-key")
+	hexKey := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name, content string
+		mode          os.FileMode
+		wantErr       string
+	}{
+		{name: "good", content: hexKey + "\n", mode: 0o600},
+		{name: "world readable", content: hexKey, mode: 0o644, wantErr: "audit.spool_key_file: secret file mode"},
+		{name: "short", content: "abcd", mode: 0o600, wantErr: "64 hex digits"},
+		{name: "not hex", content: strings.Repeat("zz", 32), mode: 0o600, wantErr: "64 hex digits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			a := AuditSpoolConfig{SpoolKeyFile: p}
+			key, err := a.SpoolKey()
+			if tc.wantErr == "" {
+				if err != nil || len(key) != 32 {
+					t.Fatalf("key %d bytes, %v", len(key), err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "abab") {
+				t.Fatal("the key is in the error")
+			}
+		})
+	}
+	if key, err := (&AuditSpoolConfig{}).SpoolKey(); key != nil || err != nil {
+		t.Fatalf("no key file: %v, %v", key, err)
+	}
+}
