@@ -111,6 +111,9 @@ type ServerConfig struct {
 	Headers         map[string]string `yaml:"headers"`
 	BearerTokenFile string            `yaml:"bearer_token_file"`
 	AllowedHosts    []string          `yaml:"allowed_hosts"`
+	// Catalog ("name@version") takes the server's reviewed annotations and
+	// pins from the shipped catalog (gateway/catalog; remote.go).
+	Catalog string `yaml:"catalog"`
 	// ReadOnlyDirs (filesystem only) are directories outside the sandbox
 	// that the filesystem server's read tools may read and its write tools
 	// never touch; the policy engine resolves reads there like reads in
@@ -504,6 +507,7 @@ func (c *Config) PolicySettings() policy.Settings {
 	s.ConfinedServers = policy.BuiltinConfinedServers()
 	s.Secrets = c.Secrets.Scan()
 	s.UnsafeAllowAddresses, _ = c.Egress.UnsafePrefixes() // validated by Parse
+	s.CatalogAnnotations = c.CatalogAnnotations()
 	for name, sc := range c.Servers {
 		if len(sc.AllowedDomains) > 0 {
 			if s.DomainAllowlists == nil {

@@ -8,7 +8,9 @@ import (
 	"os"
 	"strings"
 
+	"ironcurtain.dev/gateway/catalog"
 	"ironcurtain.dev/gateway/netpolicy"
+	"ironcurtain.dev/gateway/policy"
 )
 
 // Headers a url: server's configuration may not set: the MCP client sets
@@ -32,6 +34,16 @@ var reservedRemoteHeaders = map[string]bool{
 func (s ServerConfig) remoteErrors(name string) []*FieldError {
 	var errs []*FieldError
 	add := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	if s.Catalog != "" {
+		switch {
+		case !s.External():
+			add("catalog", errors.New("is set but neither command nor url is (the catalog annotates external servers)"))
+		default:
+			if _, err := catalogVersion(s.Catalog); err != nil {
+				add("catalog", err)
+			}
+		}
+	}
 	if s.URL == "" {
 		if len(s.Headers) > 0 {
 			add("headers", errors.New("is set but url is not (only url: servers take headers)"))
@@ -212,4 +224,38 @@ func checkSecretMode(fi fs.FileInfo) error {
 		return fmt.Errorf("secret file mode %#o %w", fi.Mode().Perm(), ErrSecretFileExposed)
 	}
 	return nil
+}
+
+// catalogVersion looks a "name@version" reference up in the shipped
+// catalog; the version is required, so that an upgrade of the gateway
+// never changes a server's annotations unasked.
+func catalogVersion(ref string) (*catalog.Version, error) {
+	if !strings.Contains(ref, "@") {
+		return nil, fmt.Errorf("%q: name the version, as name@version (ironcurtain servers add %s prints it)", ref, ref)
+	}
+	c, err := catalog.Shipped()
+	if err != nil {
+		return nil, err
+	}
+	_, v, err := c.Lookup(ref)
+	return v, err
+}
+
+// CatalogAnnotations returns the catalog's annotations of the servers
+// configured with catalog:, under their configured names (validated by
+// Parse; a reference that does not resolve contributes nothing).
+func (c *Config) CatalogAnnotations() []policy.ToolAnnotation {
+	var out []policy.ToolAnnotation
+	for _, name := range sortedKeys(c.Servers) {
+		sc := c.Servers[name]
+		if sc.Catalog == "" || !sc.External() {
+			continue
+		}
+		v, err := catalogVersion(sc.Catalog)
+		if err != nil {
+			continue
+		}
+		out = append(out, v.Annotations(name)...)
+	}
+	return out
 }

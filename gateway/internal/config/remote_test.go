@@ -178,3 +178,34 @@ func TestSpoolKeyFile(t *testing.T) {
 		t.Fatalf("no key file: %v, %v", key, err)
 	}
 }
+
+func TestCatalogSetting(t *testing.T) {
+	tests := []struct {
+		name, yaml, wantErr string
+		wantTools           int
+	}{
+		{name: "known version", yaml: "servers:\n  gh:\n    catalog: github@v1.10.1-3-g64a49f34\n    command: /usr/local/bin/github-mcp-server\n", wantTools: 44},
+		{name: "no version", yaml: "servers:\n  gh:\n    catalog: github\n    command: /x\n", wantErr: "servers.gh.catalog: \"github\": name the version"},
+		{name: "unknown version", yaml: "servers:\n  gh:\n    catalog: github@v0.0.0\n    command: /x\n", wantErr: "servers.gh.catalog: github version \"v0.0.0\": not in the catalog"},
+		{name: "unknown server", yaml: "servers:\n  gh:\n    catalog: nosuch@1\n    url: https://x.example/mcp\n", wantErr: "servers.gh.catalog: server \"nosuch\": not in the catalog"},
+		{name: "not external", yaml: "servers:\n  gh:\n    catalog: time@unpinned\n", wantErr: "servers.gh.catalog: is set but neither command nor url is"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("/cfg/gateway.yaml", []byte(tt.yaml))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			anns := c.PolicySettings().CatalogAnnotations
+			if len(anns) != tt.wantTools || anns[0].Server != "gh" {
+				t.Fatalf("%d catalog annotations (first server %q), want %d under gh", len(anns), anns[0].Server, tt.wantTools)
+			}
+		})
+	}
+}
