@@ -66,3 +66,13 @@ func (s logSink) Record(_ context.Context, e audit.Event) error {
 	}
 	return nil
 }
+
+// warnExposedSecrets logs one warning per configured secret file that its
+// group or others may read or write (config.ExposedSecretFiles says why
+// these are warned about, not refused).
+func warnExposedSecrets(cfg *config.Config, log *slog.Logger) {
+	for _, x := range cfg.ExposedSecretFiles() {
+		log.Warn("secret file is readable or writable by group or others; chmod 600 it (or mount it 0400 for the gateway's uid)",
+			"field", x.Field, "path", x.Path, "mode", fmt.Sprintf("%#o", x.Mode))
+	}
+}

@@ -49,3 +49,27 @@ func TestExternalTransportModes(t *testing.T) {
 		t.Fatalf("exposed token file: err = %v", err)
 	}
 }
+
+func TestWarnExposedSecrets(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "gh-token")
+	closed := filepath.Join(dir, "db-url")
+	if err := os.WriteFile(open, []byte("ghp_x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(closed, []byte("postgres://x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(filepath.Join(dir, "gateway.yaml"), []byte("github:\n  token_file: "+open+"\ndatabase:\n  url_file: "+closed+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	warnExposedSecrets(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if !strings.Contains(logs.String(), "field=github.token_file") || !strings.Contains(logs.String(), "mode=0644") {
+		t.Fatalf("no warning for the world-readable token file:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "database.url_file") || strings.Contains(logs.String(), "ghp_x") {
+		t.Fatalf("warned about a 0600 file, or logged a secret:\n%s", logs.String())
+	}
+}

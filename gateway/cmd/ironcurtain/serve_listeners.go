@@ -38,6 +38,7 @@ func startupLimits(cfg *config.Config, log *slog.Logger) {
 	for _, s := range cfg.UnsafeSettings() {
 		log.Warn("unsafe setting is on", "setting", s)
 	}
+	warnExposedSecrets(cfg, log) // serve_external.go
 }
 
 // agentBudget bounds each request on the agent API: an MCP call may wait for its tool and a

@@ -259,3 +259,57 @@ func (c *Config) CatalogAnnotations() []policy.ToolAnnotation {
 	}
 	return out
 }
+
+// SecretFileExposure is a configured secret file that its group or others
+// may read or write.
+type SecretFileExposure struct {
+	Field string // "github.token_file", "ops.operator_token_files.alice"
+	Path  string
+	Mode  fs.FileMode
+}
+
+// ExposedSecretFiles returns the configured secret files (tokens, keys,
+// the database URL) whose mode lets their group or others read or write
+// them. The gateway warns about each at start rather than refusing them:
+// Docker and Kubernetes mount secrets 0444/0644 by default, and the
+// gateway's children run as its own user anyway (only a different uid, as
+// in image: mode, or a mode of 0400/0600 keeps other local users out). The
+// files new with url: servers and the spool key (bearer_token_file,
+// audit.spool_key_file) are refused instead (ReadSecretFile). A file that
+// cannot be stat'ed is left to the component that reads it.
+func (c *Config) ExposedSecretFiles() []SecretFileExposure {
+	files := map[string]string{
+		"github.token_file":    c.GitHub.TokenFile,
+		"git.token_file":       c.Git.TokenFile,
+		"git.ssh_key_file":     c.Git.SSHKeyFile,
+		"database.url_file":    c.Database.URLFile,
+		"audit.spool_key_file": c.Audit.SpoolKeyFile,
+	}
+	for k, p := range c.Ops.OperatorTokenFiles {
+		files["ops.operator_token_files."+k] = p
+	}
+	for k, p := range c.Ops.MetricsTokenFiles {
+		files["ops.metrics_token_files."+k] = p
+	}
+	for k, p := range c.Agent.TokenFiles {
+		files["agent.token_files."+k] = p
+	}
+	for name, sc := range c.Servers {
+		files["servers."+name+".bearer_token_file"] = sc.BearerTokenFile
+	}
+	var out []SecretFileExposure
+	for _, field := range sortedKeys(files) {
+		p := files[field]
+		if p == "" {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if fi.Mode().Perm()&0o066 != 0 {
+			out = append(out, SecretFileExposure{Field: field, Path: p, Mode: fi.Mode().Perm()})
+		}
+	}
+	return out
+}
