@@ -161,6 +161,11 @@ func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) st
 		if cfg.Audit.JSONLFsync {
 			opts = append(opts, audit.Fsync())
 		}
+		key, err := auditKey(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, audit.MAC(key)) // every line carries an HMAC
 		j, err := audit.OpenJSONL(cfg.Audit.JSONLFile, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("audit.jsonl_file: %w", err)
@@ -230,12 +235,9 @@ func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) st
 // before its last line, stops the start: records must not be lost.
 func openSpool(cfg *config.Config, log *slog.Logger) (*audit.Spool, error) {
 	dir := cfg.Audit.SpoolPath()
-	key, err := cfg.Audit.SpoolKey()
+	key, err := auditKey(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if key == nil {
-		key = audit.ProcessSpoolKey() // in memory only: lines of an earlier run are refused
 	}
 	spool, torn, err := audit.OpenSpoolKey(dir, cfg.Audit.SpoolMaxRecords, key)
 	if err != nil {
@@ -249,6 +251,21 @@ func openSpool(cfg *config.Config, log *slog.Logger) (*audit.Spool, error) {
 		log.Warn("audit spool: dropped a last line cut short by a crash (its write never completed)", "dir", dir, "bytes", torn)
 	}
 	return spool, nil
+}
+
+// auditKey is the key of the MACs on the spool's and the JSON-lines
+// file's records: audit.spool_key_file, or a key kept in memory only
+// (records of an earlier run then cannot be verified, and spooled ones are
+// refused on replay).
+func auditKey(cfg *config.Config) ([]byte, error) {
+	key, err := cfg.Audit.SpoolKey()
+	if err != nil {
+		return nil, err
+	}
+	if key == nil {
+		key = audit.ProcessSpoolKey()
+	}
+	return key, nil
 }
 
 func databaseURL(cfg *config.Config, getenv func(string) string) (string, error) {

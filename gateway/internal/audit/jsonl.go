@@ -30,6 +30,7 @@ type JSONL struct {
 	buf    bytes.Buffer
 	err    error  // first write error: the sink stays failed after it
 	limits Limits // bounds stored arguments (ArgLimits)
+	macKey []byte // MAC: every line carries an HMAC (jsonl_mac.go)
 }
 
 var _ Sink = (*JSONL)(nil)
@@ -100,6 +101,9 @@ func (j *JSONL) Record(ctx context.Context, e Event) error {
 		j.buf.WriteByte('}')
 	}
 	j.buf.WriteByte('\n')
+	if j.macKey != nil {
+		appendMAC(&j.buf, j.macKey)
+	}
 	if _, err := j.w.Write(j.buf.Bytes()); err != nil {
 		j.err = err
 		return fmt.Errorf("recording audit event: writing: %w", err)
