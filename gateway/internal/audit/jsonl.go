@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"sync"
@@ -28,9 +29,9 @@ type JSONL struct {
 	syncer interface{ Sync() error }
 	closer io.Closer
 	buf    bytes.Buffer
-	err    error  // first write error: the sink stays failed after it
-	limits Limits // bounds stored arguments (ArgLimits)
-	macKey []byte // MAC: every line carries an HMAC (jsonl_mac.go)
+	err    error     // first write error: the sink stays failed after it
+	limits Limits    // bounds stored arguments (ArgLimits)
+	mac    hash.Hash // MAC: every line carries an HMAC (jsonl_mac.go)
 }
 
 var _ Sink = (*JSONL)(nil)
@@ -101,8 +102,8 @@ func (j *JSONL) Record(ctx context.Context, e Event) error {
 		j.buf.WriteByte('}')
 	}
 	j.buf.WriteByte('\n')
-	if j.macKey != nil {
-		appendMAC(&j.buf, j.macKey)
+	if j.mac != nil {
+		appendMAC(&j.buf, j.mac)
 	}
 	if _, err := j.w.Write(j.buf.Bytes()); err != nil {
 		j.err = err

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"hash"
 )
 
 // With the MAC option every JSON line ends in a "mac" field: the
@@ -27,17 +28,19 @@ var ErrJSONLMAC = errors.New("audit line not written by this gateway (missing or
 // VerifyJSONLLine).
 func MAC(key []byte) JSONLOption {
 	k := bytes.Clone(key)
-	return func(j *JSONL) { j.macKey = k }
+	return func(j *JSONL) { j.mac = hmac.New(sha256.New, k) }
 }
 
-// appendMAC turns `{...}\n` in buf into `{...,"mac":"<hex>"}\n`.
-func appendMAC(buf *bytes.Buffer, key []byte) {
+// appendMAC turns `{...}\n` in buf into `{...,"mac":"<hex>"}\n`; h is the
+// sink's HMAC (used under its mutex).
+func appendMAC(buf *bytes.Buffer, h hash.Hash) {
 	b := buf.Bytes()
 	body := b[:len(b)-2] // without "}\n"
-	h := hmac.New(sha256.New, key)
+	h.Reset()
 	h.Write(body)
+	var raw [sha256.Size]byte
 	var sum [2 * sha256.Size]byte
-	hex.Encode(sum[:], h.Sum(nil))
+	hex.Encode(sum[:], h.Sum(raw[:0]))
 	buf.Truncate(len(b) - 2)
 	buf.WriteString(`,"mac":"`)
 	buf.Write(sum[:])

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,4 +90,16 @@ func FuzzVerifyJSONLLine(f *testing.F) {
 			t.Fatalf("a line the gateway did not write verified: %q", line)
 		}
 	})
+}
+
+func BenchmarkJSONLRecordDecisionMAC(b *testing.B) {
+	j := NewJSONL(io.Discard, MAC(bytes.Repeat([]byte{5}, SpoolKeySize)))
+	e := &ToolCallDecision{CallID: "c", SessionID: "s", Time: time.Now(), Server: "filesystem", Tool: "read_file", Args: json.RawMessage(`{"path":"/workspace/src/main.go"}`), Decision: "allow", Rule: "sandbox-read", Reason: "inside the sandbox"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := j.Record(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
