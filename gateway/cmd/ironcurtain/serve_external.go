@@ -39,6 +39,14 @@ func externalTransport(cfg *config.Config, name string, sink audit.Sink, getenv 
 	if err != nil {
 		return nil, err
 	}
+	own, err := sc.RemoteUnsafePrefixes()
+	if err != nil {
+		return nil, fmt.Errorf("servers.%s.%w", name, err)
+	}
+	for _, p := range own {
+		log.Warn("unsafe setting is on: a url: server may be dialed at a private address", "setting", "servers."+name+".unsafe_allow_addresses", "prefix", p.String())
+	}
+	prefixes = append(prefixes, own...)
 	guard, err := egress.NewGuard(egress.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{UnsafeAllow: prefixes}})
 	if err != nil {
 		return nil, fmt.Errorf("servers.%s: egress guard: %w", name, err)

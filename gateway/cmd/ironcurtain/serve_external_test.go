@@ -2,13 +2,22 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/internal/mcphub/external"
 )
 
 func TestExternalTransportModes(t *testing.T) {
@@ -71,5 +80,69 @@ func TestWarnExposedSecrets(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "database.url_file") || strings.Contains(logs.String(), "ghp_x") {
 		t.Fatalf("warned about a 0600 file, or logged a secret:\n%s", logs.String())
+	}
+}
+
+// TestURLServerFromConfig: a url: server configured in gateway.yaml (a
+// sidecar on loopback, allowed for this server only) is reached through its
+// Guard with the bearer token from its 0600 file; the token never reaches
+// the audit rows.
+func TestURLServerFromConfig(t *testing.T) {
+	var sawToken atomic.Bool
+	s := mcpserver.NewMCPServer("sidecar", "1")
+	s.AddTool(mcp.NewTool("ping"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("pong"), nil
+	})
+	h := mcpserver.NewStreamableHTTPServer(s)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer sidecar-secret-42" {
+			sawToken.Store(true)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	if err := os.WriteFile(tok, []byte("sidecar-secret-42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "servers:\n  sidecar:\n    url: " + srv.URL + "/mcp\n    bearer_token_file: " + tok + "\n    unsafe_allow_addresses: [127.0.0.1]\n"
+	cfg, err := config.Parse(filepath.Join(dir, "gateway.yaml"), []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows bytes.Buffer
+	sink := audit.NewJSONL(&rows)
+	log := slog.New(slog.DiscardHandler)
+	tr, err := externalTransport(cfg, "sidecar", sink, func(string) string { return "" }, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := external.Start(context.Background(), external.Config{Name: "sidecar", Transport: tr}, external.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ext.Close()
+	res, err := ext.Call(context.Background(), "ping", map[string]any{})
+	if err != nil || len(res.Content) != 1 || res.Content[0].Text != "pong" {
+		t.Fatalf("ping = %+v, %v", res, err)
+	}
+	if !sawToken.Load() {
+		t.Fatal("the bearer token did not reach the server")
+	}
+	if !strings.Contains(rows.String(), `"kind":"mcp-url"`) || strings.Contains(rows.String(), "sidecar-secret-42") {
+		t.Fatalf("audit rows: want mcp-url events without the token:\n%s", rows.String())
+	}
+	// Without the per-server allowance the same loopback URL is refused.
+	cfg2, err := config.Parse(filepath.Join(dir, "gateway.yaml"), []byte("servers:\n  sidecar:\n    url: "+srv.URL+"/mcp\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr2, err := externalTransport(cfg2, "sidecar", sink, func(string) string { return "" }, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := external.Start(context.Background(), external.Config{Name: "sidecar", Transport: tr2}, external.Deps{}); err == nil {
+		t.Fatal("a loopback url: server was reached without unsafe_allow_addresses")
 	}
 }

@@ -111,6 +111,10 @@ type ServerConfig struct {
 	Headers         map[string]string `yaml:"headers"`
 	BearerTokenFile string            `yaml:"bearer_token_file"`
 	AllowedHosts    []string          `yaml:"allowed_hosts"`
+	// UnsafeAllowAddresses lets this url: server's dials reach these
+	// private prefixes (a sidecar on loopback, an in-cluster Service); the
+	// agent's egress proxy is not affected.
+	UnsafeAllowAddresses []string `yaml:"unsafe_allow_addresses"`
 	// Catalog ("name@version") takes the server's reviewed annotations and
 	// pins from the shipped catalog (gateway/catalog; remote.go).
 	Catalog string `yaml:"catalog"`

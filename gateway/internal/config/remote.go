@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -54,6 +55,9 @@ func (s ServerConfig) remoteErrors(name string) []*FieldError {
 		if len(s.AllowedHosts) > 0 {
 			add("allowed_hosts", errors.New("is set but url is not (only url: servers take allowed_hosts)"))
 		}
+		if len(s.UnsafeAllowAddresses) > 0 {
+			add("unsafe_allow_addresses", errors.New("is set but url is not"))
+		}
 		return errs
 	}
 	if s.Command != "" {
@@ -71,6 +75,11 @@ func (s ServerConfig) remoteErrors(name string) []*FieldError {
 	for i, h := range s.AllowedHosts {
 		if _, err := netpolicy.ParsePatterns([]string{h}); err != nil {
 			add(fmt.Sprintf("allowed_hosts[%d]", i), err)
+		}
+	}
+	for i, a := range s.UnsafeAllowAddresses {
+		if _, err := parseUnsafePrefix(a); err != nil {
+			add(fmt.Sprintf("unsafe_allow_addresses[%d]", i), err)
 		}
 	}
 	if s.BearerTokenFile != "" && !strings.HasPrefix(s.BearerTokenFile, "/") {
@@ -312,4 +321,18 @@ func (c *Config) ExposedSecretFiles() []SecretFileExposure {
 		}
 	}
 	return out
+}
+
+// RemoteUnsafePrefixes returns servers.<name>.unsafe_allow_addresses
+// (validated by Parse).
+func (s ServerConfig) RemoteUnsafePrefixes() ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(s.UnsafeAllowAddresses))
+	for i, a := range s.UnsafeAllowAddresses {
+		p, err := parseUnsafePrefix(a)
+		if err != nil {
+			return nil, fmt.Errorf("unsafe_allow_addresses[%d]: %w", i, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

@@ -38,6 +38,11 @@ func TestRemoteServerSettings(t *testing.T) {
 			wantErr: []string{"servers.notes.headers.X-Key: a reference to the gateway's environment is the whole value"}},
 		{name: "relative token file", yaml: "servers:\n  notes:\n    url: https://notes.example.com/mcp\n    bearer_token_file: t\n",
 			wantErr: []string{"servers.notes.bearer_token_file: must be an absolute path"}},
+		{name: "bad unsafe prefix", yaml: "servers:\n  notes:\n    url: http://notes:8000/mcp\n    unsafe_allow_addresses: [0.0.0.0/0]\n",
+			wantErr: []string{"servers.notes.unsafe_allow_addresses[0]"}},
+		{name: "unsafe prefix without url", yaml: "servers:\n  notes:\n    command: /x\n    unsafe_allow_addresses: [10.0.0.1]\n",
+			wantErr: []string{"servers.notes.unsafe_allow_addresses: is set but url is not"}},
+		{name: "sidecar on loopback", yaml: "servers:\n  notes:\n    url: http://127.0.0.1:8000/mcp\n    unsafe_allow_addresses: [127.0.0.1]\n"},
 		{name: "valid", yaml: "servers:\n  notes:\n    url: https://notes.example.com/mcp\n    bearer_token_file: /run/t\n    headers: {X-Tenant: acme, X-Key: \"${K}\"}\n    allowed_hosts: [notes.example.com]\n"},
 	}
 	for _, tt := range tests {
