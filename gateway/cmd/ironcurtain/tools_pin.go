@@ -103,7 +103,7 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 	names := cfg.ExternalServers()
 	if len(only) > 0 {
 		for _, n := range only {
-			if _, ok := cfg.Servers[n]; !ok || cfg.Servers[n].Command == "" {
+			if _, ok := cfg.Servers[n]; !ok || !cfg.Servers[n].External() {
 				return fail(fmt.Errorf("--server %s: no external server of that name in %s", n, *cfgPath))
 			}
 		}
@@ -121,6 +121,7 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 		}
 		listed[n] = tools
 	}
+	seeded := seedCatalog(ann, cfg, names) // tools_pin_catalog.go
 	changes, notes := comparePins(ann, listed)
 	for _, n := range notes {
 		fmt.Fprintln(e.stdout, n)
@@ -147,6 +148,7 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 	for _, c := range changes {
 		c.apply()
 	}
+	pruneSeeded(ann, seeded, changes)
 	out, err := json.MarshalIndent(ann, "", "  ")
 	if err != nil {
 		return fail(err)
