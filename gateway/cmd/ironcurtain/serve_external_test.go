@@ -133,8 +133,8 @@ func TestURLServerFromConfig(t *testing.T) {
 	if !strings.Contains(rows.String(), `"kind":"mcp-url"`) || strings.Contains(rows.String(), "sidecar-secret-42") {
 		t.Fatalf("audit rows: want mcp-url events without the token:\n%s", rows.String())
 	}
-	// Without the per-server allowance the same loopback URL is refused.
-	cfg2, err := config.Parse(filepath.Join(dir, "gateway.yaml"), []byte("servers:\n  sidecar:\n    url: "+srv.URL+"/mcp\n"))
+	// Without an allowance for its address the same loopback URL is refused.
+	cfg2, err := config.Parse(filepath.Join(dir, "gateway.yaml"), []byte("servers:\n  sidecar:\n    url: "+srv.URL+"/mcp\n    unsafe_allow_addresses: [10.0.0.1]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

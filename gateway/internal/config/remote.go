@@ -69,8 +69,11 @@ func (s ServerConfig) remoteErrors(name string) []*FieldError {
 	if !externalNameRE.MatchString(name) || strings.Contains(name, "__") {
 		add("", errors.New("an external server name uses lower-case letters, digits, '-' and single '_' (it prefixes the tool names as name__tool)"))
 	}
-	if _, err := s.RemoteURL(); err != nil {
+	if u, err := s.RemoteURL(); err != nil {
 		add("url", err)
+	} else if u.Scheme == "http" && len(s.UnsafeAllowAddresses) == 0 {
+		// The token and headers would cross the network in clear text.
+		add("url", errors.New("http is only for a sidecar or an in-cluster server (with unsafe_allow_addresses); use https"))
 	}
 	for i, h := range s.AllowedHosts {
 		if _, err := netpolicy.ParsePatterns([]string{h}); err != nil {

@@ -42,6 +42,8 @@ func TestRemoteServerSettings(t *testing.T) {
 			wantErr: []string{"servers.notes.unsafe_allow_addresses[0]"}},
 		{name: "unsafe prefix without url", yaml: "servers:\n  notes:\n    command: /x\n    unsafe_allow_addresses: [10.0.0.1]\n",
 			wantErr: []string{"servers.notes.unsafe_allow_addresses: is set but url is not"}},
+		{name: "plain http to a public host", yaml: "servers:\n  notes:\n    url: http://notes.example.com/mcp\n",
+			wantErr: []string{"servers.notes.url: http is only for a sidecar"}},
 		{name: "sidecar on loopback", yaml: "servers:\n  notes:\n    url: http://127.0.0.1:8000/mcp\n    unsafe_allow_addresses: [127.0.0.1]\n"},
 		{name: "valid", yaml: "servers:\n  notes:\n    url: https://notes.example.com/mcp\n    bearer_token_file: /run/t\n    headers: {X-Tenant: acme, X-Key: \"${K}\"}\n    allowed_hosts: [notes.example.com]\n"},
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,7 +35,14 @@ const (
 	remoteResponseHeaderBytes = 64 << 10
 	remoteTLSHandshakeTimeout = 10 * time.Second
 	remoteIdleTimeout         = 90 * time.Second
+	// MaxRemoteResponseBytes caps one HTTP response of a url: server (a
+	// JSON answer, or an SSE stream over its whole life): past it the read
+	// fails and the run ends (the hub caps results far lower anyway).
+	MaxRemoteResponseBytes = 64 << 20
 )
+
+// ErrResponseTooLarge is the read error past MaxRemoteResponseBytes.
+var ErrResponseTooLarge = errors.New("the url: server's response is larger than the gateway accepts")
 
 // Dialer dials every connection of a url: server: the egress Guard
 // (*egress.Guard), which checks the host against the server's allowlist
@@ -212,6 +220,7 @@ func (w *watched) SendNotification(ctx context.Context, n mcp.JSONRPCNotificatio
 
 // recorder records every request to a url: server as an egress event.
 type recorder struct {
+	max   int64 // response cap (0: MaxRemoteResponseBytes; tests)
 	name  string
 	base  http.RoundTripper
 	sink  audit.Sink
@@ -268,7 +277,33 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 		return nil, fmt.Errorf("recording the egress event of a request to %s: %w", r.name, err)
 	}
+	resp.Body = &cappedBody{ReadCloser: resp.Body, left: r.maxBytes()}
 	return resp, nil
+}
+
+func (r *recorder) maxBytes() int64 {
+	if r.max > 0 {
+		return r.max
+	}
+	return MaxRemoteResponseBytes
+}
+
+// cappedBody fails a read past its budget.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, ErrResponseTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // fail records ev for a request that got no response and returns err (or

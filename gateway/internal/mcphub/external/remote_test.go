@@ -234,3 +234,23 @@ func TestURLServerNewSessionAfterLoss(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestURLServerResponseCap: a response past the cap fails the read (and
+// the run), whatever the server sends.
+func TestURLServerResponseCap(t *testing.T) {
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":0,"result":{"pad":"` + strings.Repeat("x", 4096) + `"}}`))
+	}))
+	t.Cleanup(big.Close)
+	u, _ := netpolicy.ParseURL(big.URL + "/mcp")
+	tr, err := NewHTTPTransport(HTTPConfig{Name: "big", URL: u}, HTTPDeps{Dialer: loopbackGuard(t, "127.0.0.1"), Sink: &memSink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.client.Transport.(*recorder).max = 1024
+	_, err = Start(context.Background(), Config{Name: "big", Transport: tr, StartTimeout: 5 * time.Second}, Deps{})
+	if !errors.Is(err, ErrResponseTooLarge) {
+		t.Fatalf("err = %v, want ErrResponseTooLarge", err)
+	}
+}
