@@ -60,7 +60,7 @@ type remoteMCP struct {
 	auth    sync.Map // header value -> true
 }
 
-func newRemoteMCP(t *testing.T) *remoteMCP {
+func newRemoteMCP(t testing.TB) *remoteMCP {
 	t.Helper()
 	r := &remoteMCP{}
 	r.reset()
@@ -252,5 +252,30 @@ func TestURLServerResponseCap(t *testing.T) {
 	_, err = Start(context.Background(), Config{Name: "big", Transport: tr, StartTimeout: 5 * time.Second}, Deps{})
 	if !errors.Is(err, ErrResponseTooLarge) {
 		t.Fatalf("err = %v, want ErrResponseTooLarge", err)
+	}
+}
+
+// BenchmarkURLServerCall is one tool call to a url: server on loopback:
+// Guard-checked connection (kept alive), one recorded request.
+func BenchmarkURLServerCall(b *testing.B) {
+	r := newRemoteMCP(b)
+	u, _ := netpolicy.ParseURL(r.srv.URL + "/mcp")
+	allow, _ := netpolicy.ParsePatterns([]string{"127.0.0.1"})
+	g, _ := egress.NewGuard(egress.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}})
+	tr, err := NewHTTPTransport(HTTPConfig{Name: "notes", URL: u}, HTTPDeps{Dialer: g, Sink: discardSink{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := Start(context.Background(), Config{Name: "notes", Transport: tr}, Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	args := map[string]any{"text": "hello"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res, err := s.Call(context.Background(), "echo", args); err != nil || res.IsError {
+			b.Fatal(res, err)
+		}
 	}
 }
