@@ -283,8 +283,39 @@ func (s *Spool) quarantine(lines [][]byte) error {
 	return f.Close()
 }
 
-// Rejected returns the number of lines refused when the spool was opened
-// because their MAC did not verify (moved to outcomes.spool.rejected).
+// sweepForeign runs before the file is rewritten from memory (s.mu held):
+// when the file is not the size the gateway's own appends made it, another
+// writer added to it during the run. Its lines whose MAC does not verify
+// are moved to outcomes.spool.rejected and counted; lines that verify but
+// are not among the entries (a copy of an earlier line) are dropped with
+// the rewrite, as they would be replayed at most once anyway. A file that no
+// longer parses is kept whole in outcomes.spool.rejected.
+func (s *Spool) sweepForeign() error {
+	fi, err := os.Stat(s.path)
+	if err != nil || fi.Size() == s.bytes {
+		return nil // nothing foreign (a missing file is rewritten anyway)
+	}
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		return fmt.Errorf("reading audit spool: %w", err)
+	}
+	_, rejected, _, perr := parseSpool(data, s.key)
+	if perr != nil {
+		rejected = [][]byte{data}
+	}
+	if len(rejected) == 0 {
+		return nil
+	}
+	if err := s.quarantine(rejected); err != nil {
+		return err
+	}
+	s.rejected += len(rejected)
+	return nil
+}
+
+// Rejected returns the number of lines refused because their MAC did not
+// verify, when the spool was opened or before it was rewritten (moved to
+// outcomes.spool.rejected).
 func (s *Spool) Rejected() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -386,6 +417,9 @@ func (s *Spool) remove(ids map[uint64]bool) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.sweepForeign(); err != nil {
+		return err
+	}
 	keep := make([]spoolEntry, 0, len(s.entries))
 	var n int64
 	for _, e := range s.entries {

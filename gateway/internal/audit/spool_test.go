@@ -378,3 +378,44 @@ func TestSpoolRefusesForeignLines(t *testing.T) {
 		t.Fatal("a short key was accepted")
 	}
 }
+
+// TestSpoolRefusesForeignLinesDuringTheRun: a line another writer appends
+// while the gateway runs is never replayed (the spool is replayed from
+// what the gateway wrote), and it is reported when the gateway next
+// rewrites the file instead of vanishing with the rewrite.
+func TestSpoolRefusesForeignLinesDuringTheRun(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, SpoolKeySize)
+	dir := t.TempDir()
+	s, _, err := OpenSpoolKey(dir, 100, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 3 {
+		if err := s.add(spoolOutcome, spoolOutcomeFor(i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forged, _ := encodeSpoolLine(spoolEntry{ID: 77, Kind: spoolOutcome, Outcome: &ToolCallOutcome{CallID: "forged", SessionID: "s0"}}, bytes.Repeat([]byte{2}, SpoolKeySize))
+	f, err := os.OpenFile(filepath.Join(dir, spoolFile), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.Write(forged)
+	_ = f.Close()
+	for _, e := range s.head(10) {
+		if e.Outcome.CallID == "forged" {
+			t.Fatal("the forged line is among the entries to replay")
+		}
+	}
+	if err := s.remove(map[uint64]bool{s.head(1)[0].ID: true}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Rejected() != 1 || s.Len() != 2 {
+		t.Fatalf("rejected %d, kept %d; want 1, 2", s.Rejected(), s.Len())
+	}
+	kept, err := os.ReadFile(filepath.Join(dir, spoolRejectedFile))
+	if err != nil || !bytes.Equal(kept, forged) {
+		t.Fatalf("rejected file = %q, %v", kept, err)
+	}
+}
