@@ -150,6 +150,9 @@ func newEngine(p *CompiledPolicy, anns []AnnotationSource, l *DynamicLists, s Se
 	if err := e.compileAnnotations(anns, s.Annotations); err != nil {
 		return nil, err
 	}
+	if err := e.addCatalogAnnotations(s.CatalogAnnotations); err != nil {
+		return nil, err
+	}
 	if err := e.compileRules(p, l, files); err != nil {
 		return nil, err
 	}
@@ -275,6 +278,25 @@ func (e *Engine) compileAnnotations(anns []AnnotationSource, declared []ToolAnno
 					return fileErr(file, fmt.Sprintf("servers.%s.tools[%d]", server, i), err)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// addCatalogAnnotations registers the catalog's annotations of the tools
+// neither the code nor the annotations file annotates: an operator's own
+// entry (re-pinned with `ironcurtain tools pin`) wins over the catalog's.
+func (e *Engine) addCatalogAnnotations(cat []ToolAnnotation) error {
+	for i, t := range cat {
+		path := fmt.Sprintf("catalog_annotations[%d]", i)
+		if t.Server == "" || strings.Contains(t.Server, "__") {
+			return settingsErr(path+".serverName", fmt.Errorf("invalid server name %q", t.Server))
+		}
+		if _, ok := e.tools[t.Server+"__"+t.Tool]; ok {
+			continue
+		}
+		if err := e.addTool(t.Server, t); err != nil {
+			return settingsErr(path, err)
 		}
 	}
 	return nil

@@ -31,6 +31,10 @@ type Settings struct {
 	// Annotations declared in code by built-in servers. They replace the
 	// annotations file's entry for the same server and tool.
 	Annotations []ToolAnnotation
+	// CatalogAnnotations come from the shipped catalog for external servers
+	// configured with catalog: (gateway/catalog); each is used only when
+	// neither Annotations nor the annotations files annotate that tool.
+	CatalogAnnotations []ToolAnnotation
 	// AnnotationsFile is read by LoadDir in addition to the policy
 	// directory's tool-annotations.json (MergeAnnotations: a tool in both
 	// is an error).

@@ -170,6 +170,11 @@ func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) st
 		if cfg.Audit.JSONLFsync {
 			opts = append(opts, audit.Fsync())
 		}
+		key, err := auditKey(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, audit.MAC(key)) // every line carries an HMAC
 		j, err := audit.OpenJSONL(cfg.Audit.JSONLFile, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("audit.jsonl_file: %w", err)
@@ -239,14 +244,37 @@ func openStorage(ctx context.Context, cfg *config.Config, getenv func(string) st
 // before its last line, stops the start: records must not be lost.
 func openSpool(cfg *config.Config, log *slog.Logger) (*audit.Spool, error) {
 	dir := cfg.Audit.SpoolPath()
-	spool, torn, err := audit.OpenSpool(dir, cfg.Audit.SpoolMaxRecords)
+	key, err := auditKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	spool, torn, err := audit.OpenSpoolKey(dir, cfg.Audit.SpoolMaxRecords, key)
 	if err != nil {
 		return nil, fmt.Errorf("%s: audit.spool_dir: %w", cfg.File(), err)
+	}
+	if n := spool.Rejected(); n > 0 {
+		log.Error("audit spool: refused lines whose MAC does not verify (not written by this gateway, or by a run without audit.spool_key_file); moved aside, not replayed",
+			"dir", dir, "lines", n, "file", "outcomes.spool.rejected")
 	}
 	if torn > 0 {
 		log.Warn("audit spool: dropped a last line cut short by a crash (its write never completed)", "dir", dir, "bytes", torn)
 	}
 	return spool, nil
+}
+
+// auditKey is the key of the MACs on the spool's and the JSON-lines
+// file's records: audit.spool_key_file, or a key kept in memory only
+// (records of an earlier run then cannot be verified, and spooled ones are
+// refused on replay).
+func auditKey(cfg *config.Config) ([]byte, error) {
+	key, err := cfg.Audit.SpoolKey()
+	if err != nil {
+		return nil, err
+	}
+	if key == nil {
+		key = audit.ProcessSpoolKey()
+	}
+	return key, nil
 }
 
 func databaseURL(cfg *config.Config, getenv func(string) string) (string, error) {
@@ -362,6 +390,11 @@ func buildServers(ctx context.Context, cfg *config.Config, eng *policy.Engine, s
 		if err := withLauncher(cfg, name, sc, &ec); err != nil {
 			return nil, fmt.Errorf("servers.%s: %w", name, err)
 		}
+		tr, err := externalTransport(cfg, name, sink, getenv, log) // serve_external.go
+		if err != nil {
+			return nil, err
+		}
+		ec.Transport = tr
 		ext, err := external.Start(ctx, ec, external.Deps{Logger: log.With("server", name), Metrics: m, Getenv: getenv})
 		if err != nil {
 			return nil, fmt.Errorf("servers.%s: starting external server: %w", name, err)

@@ -41,6 +41,7 @@ func startupLimits(cfg *config.Config, log *slog.Logger) uint64 {
 	for _, s := range cfg.UnsafeSettings() {
 		log.Warn("unsafe setting is on", "setting", s)
 	}
+	warnExposedSecrets(cfg, log) // serve_external.go
 	return soft
 }
 

@@ -46,11 +46,17 @@ func listExternal(ctx context.Context, name string, sc config.ServerConfig, cfg 
 	if err != nil {
 		return nil, err
 	}
+	quiet := slog.New(slog.DiscardHandler)
 	ec := external.Config{Name: name, Command: sc.Command, Args: sc.Args, Env: envv, StartTimeout: cfg.MCP.ExternalStartTimeout}
 	if err := withLauncher(cfg, name, sc, &ec); err != nil {
 		return nil, err
 	}
-	s, err := external.Start(ctx, ec, external.Deps{Logger: slog.New(slog.DiscardHandler), Getenv: getenv})
+	tr, err := externalTransport(cfg, name, logSink{quiet}, getenv, quiet)
+	if err != nil {
+		return nil, err
+	}
+	ec.Transport = tr
+	s, err := external.Start(ctx, ec, external.Deps{Logger: quiet, Getenv: getenv})
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +119,7 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 		}
 		listed[n] = tools
 	}
+	seeded := seedCatalog(files, cfg, names) // tools_pin_catalog.go
 	changes, notes := comparePins(files, listed)
 	for _, n := range notes {
 		fmt.Fprintln(e.stdout, n)
@@ -147,6 +154,7 @@ func toolsPin(ctx context.Context, e env, list toolLister) int {
 	for _, c := range changes {
 		c.apply()
 	}
+	pruneSeeded(files[0].ann, seeded, changes)
 	for _, f := range files {
 		if !changed[f.path] {
 			continue

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"sync"
@@ -28,8 +29,9 @@ type JSONL struct {
 	syncer interface{ Sync() error }
 	closer io.Closer
 	buf    bytes.Buffer
-	err    error  // first write error: the sink stays failed after it
-	limits Limits // bounds stored arguments (ArgLimits)
+	err    error     // first write error: the sink stays failed after it
+	limits Limits    // bounds stored arguments (ArgLimits)
+	mac    hash.Hash // MAC: every line carries an HMAC (jsonl_mac.go)
 }
 
 var _ Sink = (*JSONL)(nil)
@@ -100,6 +102,9 @@ func (j *JSONL) Record(ctx context.Context, e Event) error {
 		j.buf.WriteByte('}')
 	}
 	j.buf.WriteByte('\n')
+	if j.mac != nil {
+		appendMAC(&j.buf, j.mac)
+	}
 	if _, err := j.w.Write(j.buf.Bytes()); err != nil {
 		j.err = err
 		return fmt.Errorf("recording audit event: writing: %w", err)

@@ -214,9 +214,13 @@ func (s *PGSink) replayOnce() time.Duration {
 			}
 		}
 	}
+	rejected := sp.Rejected()
 	if err := sp.remove(done); err != nil {
 		s.log.Error("rewriting the audit spool failed; written records stay in it and will be skipped", "err", err)
 		return replayIdle
+	}
+	if n := sp.Rejected() - rejected; n > 0 {
+		s.log.Error("audit spool: another writer added lines the gateway did not write; refused, moved to outcomes.spool.rejected, not replayed", "lines", n)
 	}
 	if len(done) == len(entries) && sp.Len() > 0 {
 		return 0 // more to write

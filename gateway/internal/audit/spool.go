@@ -2,6 +2,9 @@ package audit
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,17 +22,55 @@ import (
 // the record is kept, and rewritten (a new file renamed over the old one)
 // when records leave it. Each line is
 //
-//	<crc32c of the JSON, 8 hex digits> <JSON of spoolEntry>\n
+//	<crc32c of the rest, 8 hex digits> <HMAC-SHA256 of the JSON, 64 hex digits> <JSON of spoolEntry>\n
 //
 // A last line cut short by a crash (no newline, or a checksum that does not
 // match) is dropped when the spool is opened: its append never returned. A
 // bad line anywhere else is corruption, and opening fails.
+//
+// The MAC proves the gateway wrote the line: anything else that can write
+// the file (a process the gateway started, running as its user) can compute
+// a checksum but not the MAC, whose key it cannot read. A line with a good
+// checksum and a MAC that does not verify is refused: it is never replayed,
+// it is moved to outcomes.spool.rejected for the operator, and counted
+// (Spool.Rejected). The key is the gateway's own, generated at start and
+// kept only in memory (ProcessSpoolKey), unless the operator gives a key
+// file (audit.spool_key_file); with the in-memory key, lines left by an
+// earlier run of the gateway cannot be verified and are refused the same
+// way, so a restart after a database outage needs the key file for the
+// spooled outcomes to be replayed.
 
 // Defaults of the spool.
 const (
 	DefaultSpoolMaxRecords = 100_000
 	spoolFile              = "outcomes.spool"
+	spoolRejectedFile      = "outcomes.spool.rejected"
+	spoolMACHex            = 2 * sha256.Size
+	// SpoolKeySize is the size of a spool key.
+	SpoolKeySize = 32
 )
+
+// ErrSpoolMAC marks a spool line whose MAC does not verify: the gateway did
+// not write it (or wrote it with another key).
+var ErrSpoolMAC = errors.New("audit spool line not written by this gateway (its MAC does not verify)")
+
+var (
+	processKeyOnce sync.Once
+	processKey     []byte
+)
+
+// ProcessSpoolKey returns the spool key of this process: random, generated
+// at first use, kept only in memory (the gateway is non-dumpable, so its
+// children cannot read it).
+func ProcessSpoolKey() []byte {
+	processKeyOnce.Do(func() {
+		processKey = make([]byte, SpoolKeySize)
+		if _, err := rand.Read(processKey); err != nil {
+			panic("audit: no randomness for the spool key: " + err.Error())
+		}
+	})
+	return processKey
+}
 
 // ErrSpoolFull refuses a new call: the spool has no room left for the
 // outcome the call would need to keep if the database failed.
@@ -68,8 +109,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // with its outcome, so an outcome never finds the spool full: new calls
 // are refused first.
 type Spool struct {
-	path string
-	max  int
+	path     string
+	max      int
+	key      []byte
+	rejected int
 
 	mu       sync.Mutex
 	f        *os.File
@@ -80,23 +123,40 @@ type Spool struct {
 }
 
 // OpenSpool opens (creating it if needed) the spool in dir, holding at
-// most maxRecords entries (0: DefaultSpoolMaxRecords). It returns the
-// number of bytes of a torn last line it dropped.
+// most maxRecords entries (0: DefaultSpoolMaxRecords), with the process's
+// in-memory key (ProcessSpoolKey). It returns the number of bytes of a torn
+// last line it dropped.
 func OpenSpool(dir string, maxRecords int) (*Spool, int, error) {
+	return OpenSpoolKey(dir, maxRecords, ProcessSpoolKey())
+}
+
+// OpenSpoolKey is OpenSpool with the MAC key given (SpoolKeySize bytes or
+// more). Lines whose MAC does not verify are refused: moved to
+// outcomes.spool.rejected and counted in Rejected.
+func OpenSpoolKey(dir string, maxRecords int, key []byte) (*Spool, int, error) {
 	if maxRecords <= 0 {
 		maxRecords = DefaultSpoolMaxRecords
+	}
+	if len(key) < SpoolKeySize {
+		return nil, 0, fmt.Errorf("opening audit spool: the key has %d bytes, want at least %d", len(key), SpoolKeySize)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, 0, fmt.Errorf("opening audit spool: %w", err)
 	}
-	s := &Spool{path: filepath.Join(dir, spoolFile), max: maxRecords, nextID: 1}
+	s := &Spool{path: filepath.Join(dir, spoolFile), max: maxRecords, nextID: 1, key: bytes.Clone(key)}
 	data, err := os.ReadFile(s.path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, 0, fmt.Errorf("opening audit spool: %w", err)
 	}
-	entries, good, err := parseSpool(data)
+	entries, rejected, good, err := parseSpool(data, s.key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("opening audit spool %s: %w", s.path, err)
+	}
+	if len(rejected) > 0 {
+		if err := s.quarantine(rejected); err != nil {
+			return nil, 0, err
+		}
+		s.rejected = len(rejected)
 	}
 	s.entries = entries
 	for _, e := range entries {
@@ -104,7 +164,7 @@ func OpenSpool(dir string, maxRecords int) (*Spool, int, error) {
 		s.bytes += int64(e.rawBytes)
 	}
 	torn := len(data) - good
-	if torn > 0 {
+	if torn > 0 || len(rejected) > 0 {
 		if err := s.rewrite(entries); err != nil {
 			return nil, 0, err
 		}
@@ -114,32 +174,38 @@ func OpenSpool(dir string, maxRecords int) (*Spool, int, error) {
 	return s, torn, nil
 }
 
-// parseSpool parses the spool's lines. It returns the entries and the
-// length of the prefix of data they came from; a torn last line is left
-// out, any other bad line is an error.
-func parseSpool(data []byte) ([]spoolEntry, int, error) {
+// parseSpool parses the spool's lines. It returns the entries, the lines
+// refused because their MAC does not verify (whole, with their newline),
+// and the length of the prefix of data they came from; a torn last line is
+// left out, any other bad line is an error.
+func parseSpool(data, key []byte) ([]spoolEntry, [][]byte, int, error) {
 	var entries []spoolEntry
+	var rejected [][]byte
 	off := 0
 	for line := 1; off < len(data); line++ {
 		nl := bytes.IndexByte(data[off:], '\n')
 		if nl < 0 {
-			return entries, off, nil // torn: the append never finished
+			return entries, rejected, off, nil // torn: the append never finished
 		}
-		e, err := parseSpoolLine(data[off : off+nl])
-		if err != nil {
+		e, err := parseSpoolLine(data[off:off+nl], key)
+		switch {
+		case errors.Is(err, ErrSpoolMAC):
+			rejected = append(rejected, data[off:off+nl+1])
+		case err != nil:
 			if off+nl+1 == len(data) {
-				return entries, off, nil // a torn last line that happens to end in '\n'
+				return entries, rejected, off, nil // a torn last line that happens to end in '\n'
 			}
-			return nil, 0, fmt.Errorf("line %d: %w", line, err)
+			return nil, nil, 0, fmt.Errorf("line %d: %w", line, err)
+		default:
+			e.rawBytes = nl + 1
+			entries = append(entries, e)
 		}
-		e.rawBytes = nl + 1
-		entries = append(entries, e)
 		off += nl + 1
 	}
-	return entries, off, nil
+	return entries, rejected, off, nil
 }
 
-func parseSpoolLine(b []byte) (spoolEntry, error) {
+func parseSpoolLine(b, key []byte) (spoolEntry, error) {
 	var e spoolEntry
 	if len(b) < 10 || b[8] != ' ' {
 		return e, errors.New("no checksum")
@@ -148,10 +214,22 @@ func parseSpoolLine(b []byte) (spoolEntry, error) {
 	if _, err := hex.Decode(sum[:], b[:8]); err != nil {
 		return e, errors.New("bad checksum")
 	}
-	body := b[9:]
 	want := uint32(sum[0])<<24 | uint32(sum[1])<<16 | uint32(sum[2])<<8 | uint32(sum[3])
-	if crc32.Checksum(body, castagnoli) != want {
+	if crc32.Checksum(b[9:], castagnoli) != want {
 		return e, errors.New("checksum mismatch")
+	}
+	// A whole line without a MAC (written by another writer, or by a
+	// gateway from before MACs) is not provably the gateway's.
+	if len(b) < 9+spoolMACHex+2 || b[9+spoolMACHex] != ' ' {
+		return e, ErrSpoolMAC
+	}
+	var mac [sha256.Size]byte
+	if _, err := hex.Decode(mac[:], b[9:9+spoolMACHex]); err != nil {
+		return e, ErrSpoolMAC
+	}
+	body := b[9+spoolMACHex+1:]
+	if !hmac.Equal(mac[:], spoolMAC(key, body)) {
+		return e, ErrSpoolMAC
 	}
 	if err := json.Unmarshal(body, &e); err != nil {
 		return e, fmt.Errorf("decoding: %w", err)
@@ -162,15 +240,86 @@ func parseSpoolLine(b []byte) (spoolEntry, error) {
 	return e, nil
 }
 
-func encodeSpoolLine(e spoolEntry) ([]byte, error) {
+func encodeSpoolLine(e spoolEntry, key []byte) ([]byte, error) {
 	body, err := json.Marshal(e)
 	if err != nil {
 		return nil, fmt.Errorf("encoding audit spool entry: %w", err)
 	}
-	line := make([]byte, 0, len(body)+10)
-	line = fmt.Appendf(line, "%08x ", crc32.Checksum(body, castagnoli))
-	line = append(line, body...)
+	rest := make([]byte, 0, spoolMACHex+1+len(body))
+	rest = hex.AppendEncode(rest, spoolMAC(key, body))
+	rest = append(rest, ' ')
+	rest = append(rest, body...)
+	line := make([]byte, 0, len(rest)+10)
+	line = fmt.Appendf(line, "%08x ", crc32.Checksum(rest, castagnoli))
+	line = append(line, rest...)
 	return append(line, '\n'), nil
+}
+
+// spoolMAC is the HMAC-SHA256 of a line's JSON.
+func spoolMAC(key, body []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// quarantine appends refused lines to outcomes.spool.rejected (0600,
+// fsynced) so that the operator can look at them; they are never replayed.
+func (s *Spool) quarantine(lines [][]byte) error {
+	path := filepath.Join(filepath.Dir(s.path), spoolRejectedFile)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("keeping refused audit spool lines: %w", err)
+	}
+	for _, l := range lines {
+		if _, err := f.Write(l); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("keeping refused audit spool lines: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("keeping refused audit spool lines: %w", err)
+	}
+	return f.Close()
+}
+
+// sweepForeign runs before the file is rewritten from memory (s.mu held):
+// when the file is not the size the gateway's own appends made it, another
+// writer added to it during the run. Its lines whose MAC does not verify
+// are moved to outcomes.spool.rejected and counted; lines that verify but
+// are not among the entries (a copy of an earlier line) are dropped with
+// the rewrite, as they would be replayed at most once anyway. A file that no
+// longer parses is kept whole in outcomes.spool.rejected.
+func (s *Spool) sweepForeign() error {
+	fi, err := os.Stat(s.path)
+	if err != nil || fi.Size() == s.bytes {
+		return nil // nothing foreign (a missing file is rewritten anyway)
+	}
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		return fmt.Errorf("reading audit spool: %w", err)
+	}
+	_, rejected, _, perr := parseSpool(data, s.key)
+	if perr != nil {
+		rejected = [][]byte{data}
+	}
+	if len(rejected) == 0 {
+		return nil
+	}
+	if err := s.quarantine(rejected); err != nil {
+		return err
+	}
+	s.rejected += len(rejected)
+	return nil
+}
+
+// Rejected returns the number of lines refused because their MAC did not
+// verify, when the spool was opened or before it was rewritten (moved to
+// outcomes.spool.rejected).
+func (s *Spool) Rejected() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rejected
 }
 
 // reserve takes room for one future entry; ErrSpoolFull when there is none.
@@ -208,7 +357,7 @@ func (s *Spool) add(kind string, o *ToolCallOutcome, reserved bool) error {
 		return fmt.Errorf("writing audit spool: %w", ErrClosed)
 	}
 	e := spoolEntry{ID: s.nextID, Kind: kind, Spooled: time.Now().UTC(), Outcome: o}
-	line, err := encodeSpoolLine(e)
+	line, err := encodeSpoolLine(e, s.key)
 	if err != nil {
 		return err
 	}
@@ -268,6 +417,9 @@ func (s *Spool) remove(ids map[uint64]bool) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.sweepForeign(); err != nil {
+		return err
+	}
 	keep := make([]spoolEntry, 0, len(s.entries))
 	var n int64
 	for _, e := range s.entries {
@@ -294,7 +446,7 @@ func (s *Spool) rewrite(entries []spoolEntry) error {
 	}
 	var buf bytes.Buffer
 	for _, e := range entries {
-		line, err := encodeSpoolLine(e)
+		line, err := encodeSpoolLine(e, s.key)
 		if err != nil {
 			_ = f.Close()
 			return err

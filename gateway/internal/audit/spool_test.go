@@ -1,8 +1,10 @@
 package audit
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -225,13 +227,16 @@ func TestSpoolRemoveSurvivesReopen(t *testing.T) {
 // FuzzParseSpool: the parser never panics, never accepts a line whose
 // checksum does not match, and what it accepts re-encodes to the same bytes.
 func FuzzParseSpool(f *testing.F) {
-	line, _ := encodeSpoolLine(spoolEntry{ID: 1, Kind: spoolOutcome, Outcome: spoolOutcomeFor(1)})
+	key := bytes.Repeat([]byte{7}, SpoolKeySize)
+	line, _ := encodeSpoolLine(spoolEntry{ID: 1, Kind: spoolOutcome, Outcome: spoolOutcomeFor(1)}, key)
+	other, _ := encodeSpoolLine(spoolEntry{ID: 2, Kind: spoolOutcome, Outcome: spoolOutcomeFor(2)}, bytes.Repeat([]byte{8}, SpoolKeySize))
 	f.Add(line)
+	f.Add(append(append([]byte{}, line...), other...))
 	f.Add(append(append([]byte{}, line...), line[:20]...))
 	f.Add([]byte("00000000 {}\n"))
 	f.Add([]byte("\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		entries, good, err := parseSpool(data)
+		entries, rejected, good, err := parseSpool(data, key)
 		if err != nil {
 			return
 		}
@@ -245,8 +250,25 @@ func FuzzParseSpool(f *testing.F) {
 				t.Fatalf("incomplete entry accepted: %+v", e)
 			}
 		}
+		for _, r := range rejected {
+			n += len(r)
+			if _, err := parseSpoolLine(bytes.TrimSuffix(r, []byte("\n")), key); !errors.Is(err, ErrSpoolMAC) {
+				t.Fatalf("rejected a line for %v", err)
+			}
+		}
 		if n != good {
-			t.Fatalf("entries cover %d bytes, prefix is %d", n, good)
+			t.Fatalf("entries and rejected lines cover %d bytes, prefix is %d", n, good)
+		}
+		// Every accepted entry carries this key's MAC: re-encoded, it
+		// parses with the key and is refused with any other.
+		for _, e := range entries {
+			l, err := encodeSpoolLine(e, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parseSpoolLine(bytes.TrimSuffix(l, []byte("\n")), bytes.Repeat([]byte{9}, SpoolKeySize)); !errors.Is(err, ErrSpoolMAC) {
+				t.Fatalf("a line verified with another key: %v", err)
+			}
 		}
 	})
 }
@@ -263,5 +285,137 @@ func BenchmarkSpoolAdd(b *testing.B) {
 		if err := s.add(spoolOutcome, o, false); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSpoolRefusesForeignLines: a line appended to the spool by another
+// writer (a process the gateway started, running as its user, which can
+// compute the public checksum but not the MAC) is refused when the spool is
+// opened for replay: it is not among the entries, it is kept aside in
+// outcomes.spool.rejected and counted, and the gateway's own lines around
+// it are replayed.
+func TestSpoolRefusesForeignLines(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, SpoolKeySize)
+	forged := func(e spoolEntry) []byte {
+		l, err := encodeSpoolLine(e, bytes.Repeat([]byte{2}, SpoolKeySize)) // not the gateway's key
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	// An old-format line (checksum, no MAC) is refused too.
+	body := []byte(`{"id":50,"kind":"outcome","spooled_at":"2026-01-02T03:04:05Z","outcome":{"call_id":"forged-old"}}`)
+	oldFormat := fmt.Appendf(nil, "%08x %s\n", crc32.Checksum(body, castagnoli), body)
+	for _, tc := range []struct {
+		name string
+		line []byte
+	}{
+		{name: "forged MAC", line: forged(spoolEntry{ID: 99, Kind: spoolOutcome, Outcome: &ToolCallOutcome{CallID: "forged", SessionID: "s0", Status: OutcomeOK}})},
+		{name: "no MAC", line: oldFormat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, _, err := OpenSpoolKey(dir, 100, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				if err := s.add(spoolOutcome, spoolOutcomeFor(i), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The other writer appends between the gateway's lines.
+			f, err := os.OpenFile(filepath.Join(dir, spoolFile), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(tc.line); err != nil {
+				t.Fatal(err)
+			}
+			_ = f.Close()
+			if err := s.add(spoolOutcome, spoolOutcomeFor(2), false); err != nil {
+				t.Fatal(err)
+			}
+			_ = s.Close()
+
+			r, _, err := OpenSpoolKey(dir, 100, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.Rejected() != 1 || r.Len() != 3 {
+				t.Fatalf("rejected %d, kept %d; want 1, 3", r.Rejected(), r.Len())
+			}
+			for i, e := range r.head(10) {
+				if e.Outcome.CallID != spoolOutcomeFor(i).CallID {
+					t.Fatalf("entry %d is %q", i, e.Outcome.CallID)
+				}
+			}
+			kept, err := os.ReadFile(filepath.Join(dir, spoolRejectedFile))
+			if err != nil || !bytes.Equal(kept, tc.line) {
+				t.Fatalf("rejected file = %q, %v", kept, err)
+			}
+			if fi, err := os.Stat(filepath.Join(dir, spoolRejectedFile)); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("rejected file mode = %v, %v", fi, err)
+			}
+			// The refused line is gone from the spool: a reopen refuses nothing.
+			_ = r.Close()
+			again, _, err := OpenSpoolKey(dir, 100, key)
+			if err != nil || again.Rejected() != 0 || again.Len() != 3 {
+				t.Fatalf("reopen: %v, rejected %d, kept %d", err, again.Rejected(), again.Len())
+			}
+			_ = again.Close()
+			// Opened with another key (another run without a key file), every
+			// line is refused, none replayed.
+			other, _, err := OpenSpoolKey(dir, 100, bytes.Repeat([]byte{3}, SpoolKeySize))
+			if err != nil || other.Rejected() != 3 || other.Len() != 0 {
+				t.Fatalf("other key: %v, rejected %d, kept %d", err, other.Rejected(), other.Len())
+			}
+			_ = other.Close()
+		})
+	}
+	if _, _, err := OpenSpoolKey(t.TempDir(), 10, []byte("short")); err == nil {
+		t.Fatal("a short key was accepted")
+	}
+}
+
+// TestSpoolRefusesForeignLinesDuringTheRun: a line another writer appends
+// while the gateway runs is never replayed (the spool is replayed from
+// what the gateway wrote), and it is reported when the gateway next
+// rewrites the file instead of vanishing with the rewrite.
+func TestSpoolRefusesForeignLinesDuringTheRun(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, SpoolKeySize)
+	dir := t.TempDir()
+	s, _, err := OpenSpoolKey(dir, 100, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 3 {
+		if err := s.add(spoolOutcome, spoolOutcomeFor(i), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forged, _ := encodeSpoolLine(spoolEntry{ID: 77, Kind: spoolOutcome, Outcome: &ToolCallOutcome{CallID: "forged", SessionID: "s0"}}, bytes.Repeat([]byte{2}, SpoolKeySize))
+	f, err := os.OpenFile(filepath.Join(dir, spoolFile), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.Write(forged)
+	_ = f.Close()
+	for _, e := range s.head(10) {
+		if e.Outcome.CallID == "forged" {
+			t.Fatal("the forged line is among the entries to replay")
+		}
+	}
+	if err := s.remove(map[uint64]bool{s.head(1)[0].ID: true}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Rejected() != 1 || s.Len() != 2 {
+		t.Fatalf("rejected %d, kept %d; want 1, 2", s.Rejected(), s.Len())
+	}
+	kept, err := os.ReadFile(filepath.Join(dir, spoolRejectedFile))
+	if err != nil || !bytes.Equal(kept, forged) {
+		t.Fatalf("rejected file = %q, %v", kept, err)
 	}
 }

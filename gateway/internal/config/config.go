@@ -116,10 +116,23 @@ type ServerConfig struct {
 	Args    []string          `yaml:"args"`
 	Env     map[string]string `yaml:"env"`
 	// Image runs the external server in its own container, started by the
-	// launcher (launcher.go); exclusive with Command.
+	// launcher (launcher.go); exclusive with Command and URL.
 	Image string `yaml:"image"`
 	// Egress is an image server's own egress allowlist (servers.go).
 	Egress ServerEgress `yaml:"egress"`
+	// URL, Headers, BearerTokenFile and AllowedHosts reach a remote or
+	// sidecar MCP server over streamable HTTP instead (remote.go).
+	URL             string            `yaml:"url"`
+	Headers         map[string]string `yaml:"headers"`
+	BearerTokenFile string            `yaml:"bearer_token_file"`
+	AllowedHosts    []string          `yaml:"allowed_hosts"`
+	// UnsafeAllowAddresses lets this url: server's dials reach these
+	// private prefixes (a sidecar on loopback, an in-cluster Service); the
+	// agent's egress proxy is not affected.
+	UnsafeAllowAddresses []string `yaml:"unsafe_allow_addresses"`
+	// Catalog ("name@version") takes the server's reviewed annotations and
+	// pins from the shipped catalog (gateway/catalog; remote.go).
+	Catalog string `yaml:"catalog"`
 	// ReadOnlyDirs (filesystem only) are directories outside the sandbox
 	// that the filesystem server's read tools may read and its write tools
 	// never touch; the policy engine resolves reads there like reads in
@@ -459,6 +472,9 @@ func (c *Config) validate(name string) error {
 		for _, fe := range c.Servers[name].launchErrors(name) {
 			add(subField(field, fe.Field), fe.Err)
 		}
+		for _, fe := range c.Servers[name].remoteErrors(name) {
+			add(subField(field, fe.Field), fe.Err)
+		}
 		for _, fe := range c.readOnlyDirErrors(name) {
 			add(subField(field, fe.Field), fe.Err)
 		}
@@ -538,6 +554,7 @@ func (c *Config) PolicySettings() policy.Settings {
 	s.SessionSandboxRoot = c.SessionWorkspaces.Root
 	s.Secrets = c.Secrets.Scan()
 	s.UnsafeAllowAddresses, _ = c.Egress.UnsafePrefixes() // validated by Parse
+	s.CatalogAnnotations = c.CatalogAnnotations()
 	for name, sc := range c.Servers {
 		if len(sc.AllowedDomains) > 0 {
 			if s.DomainAllowlists == nil {

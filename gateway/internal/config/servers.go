@@ -21,9 +21,10 @@ var (
 	envRefRE       = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 )
 
-// External reports whether the server is an external stdio MCP server (it
-// has a command or an image).
-func (s ServerConfig) External() bool { return s.Command != "" || s.Image != "" }
+// External reports whether the server is an external MCP server: a stdio
+// child (command), a stdio server in its own container (image) or a remote
+// one (url).
+func (s ServerConfig) External() bool { return s.Command != "" || s.Image != "" || s.URL != "" }
 
 // ServerEgress is servers.<name>.egress: what an image server may reach
 // through the egress proxy under its own proxy identity.

@@ -1,10 +1,14 @@
-// Package external runs an external MCP server (any stdio MCP server from
-// gateway.yaml: command, args, env) as a child process of the gateway, or
-// (image: mode, Config.Launch) in its own container started by the
-// launcher, and adapts it to servers.Server, so the hub exposes its tools
-// as "<name>__<tool>" like a built-in server. Both modes share everything
-// but the transport: listing, pinning hooks, restarts with back-off, and a
-// cap on one stdout line (MaxLineBytes).
+// Package external runs an external MCP server and adapts it to
+// servers.Server, so the hub exposes its tools as "<name>__<tool>" like a
+// built-in server. The server is reached in one of three modes: a child
+// process of the gateway (any stdio MCP server from gateway.yaml: command,
+// args, env; the default), its own container started by the launcher
+// (image: mode, Config.Launch), or a remote or sidecar server over
+// streamable HTTP (url: mode, Config.Transport, NewHTTPTransport: dialed
+// through the egress Guard, every request recorded). The modes share
+// everything but the connection: listing, pinning hooks, restarts with
+// back-off; the two stdio modes also share a cap on one stdout line
+// (MaxLineBytes).
 //
 // The child's environment is built from scratch: PATH and a private HOME,
 // plus exactly the variables the configuration names. The gateway's own
@@ -95,6 +99,33 @@ type Config struct {
 	Launch func(ctx context.Context) (io.ReadWriteCloser, error)
 	// MaxLineBytes caps one stdout line (default MaxLineBytes).
 	MaxLineBytes int
+	// Transport, when set, opens the server's connection instead of a child
+	// process or a container (url: mode, NewHTTPTransport); Command and
+	// Launch are then empty, and Args, Env and Dir are ignored.
+	Transport Transport
+}
+
+// Transport opens runs of an external server's MCP connection that is not
+// a stdio one (url: mode). Pinning, tool listing, restarts with back-off
+// and calls are the same whatever the mode.
+type Transport interface {
+	// Open starts one run. The context bounds only the start.
+	Open(ctx context.Context) (*Conn, error)
+	// Close releases what the transport keeps between runs.
+	Close() error
+}
+
+// Conn is one run of a Transport's connection.
+type Conn struct {
+	// MCP carries the JSON-RPC messages; the server starts it.
+	MCP transport.Interface
+	// Done is closed when the run has ended (the remote session was lost);
+	// the server then restarts it.
+	Done <-chan struct{}
+	// Err says why the run ended; it is called after Done is closed.
+	Err func() error
+	// Stop ends the run and returns once it has ended.
+	Stop func()
 }
 
 // Deps are the server's collaborators.
@@ -129,9 +160,11 @@ type Server struct {
 
 var _ servers.Server = (*Server)(nil)
 
-// proc is one run of the server (a child process or a container).
+// proc is one run of the server (a child process, a container or a
+// Transport's connection).
 type proc struct {
-	stdin  io.WriteCloser
+	stdin  io.WriteCloser // nil for a Transport's run
+	conn   *Conn          // a Transport's run, else nil
 	client *client.Client
 	exited chan struct{} // closed when the run has ended
 	err    error         // the exit error, set before exited closes
@@ -148,6 +181,14 @@ func (p *proc) exit(err error) {
 	})
 }
 
+// ended says why the run ended (valid once exited is closed).
+func (p *proc) ended() error {
+	if p.conn != nil {
+		return p.err // the transport says what ended
+	}
+	return fmt.Errorf("the process exited (%v)", p.err)
+}
+
 // Errors of Call while the child is not usable.
 var (
 	ErrRestarting = errors.New("external server is restarting")
@@ -157,8 +198,14 @@ var (
 // Start launches the server, initialises it and lists its tools. The
 // context bounds only the start; the server runs until Close.
 func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
-	if cfg.Name == "" || (cfg.Command == "") == (cfg.Launch == nil) {
-		return nil, fmt.Errorf("starting external server %q: name and command are required (or, in image mode, a launcher)", cfg.Name)
+	modes := 0
+	for _, set := range []bool{cfg.Command != "", cfg.Launch != nil, cfg.Transport != nil} {
+		if set {
+			modes++
+		}
+	}
+	if cfg.Name == "" || modes != 1 {
+		return nil, fmt.Errorf("starting external server %q: name and command are required (or, in image mode, a launcher; in url mode, a transport), and only one of the three", cfg.Name)
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
@@ -181,16 +228,25 @@ func Start(ctx context.Context, cfg Config, d Deps) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.log = s.log.With("server", cfg.Name)
-	home, err := os.MkdirTemp("", "ironcurtain-ext-"+safeFileName(cfg.Name)+"-")
-	if err != nil {
-		return nil, fmt.Errorf("starting external server %q: creating its home directory: %w", cfg.Name, err)
+	var home string
+	if cfg.Transport == nil {
+		var err error
+		home, err = os.MkdirTemp("", "ironcurtain-ext-"+safeFileName(cfg.Name)+"-")
+		if err != nil {
+			return nil, fmt.Errorf("starting external server %q: creating its home directory: %w", cfg.Name, err)
+		}
+		s.home = home
+		s.env = childEnv(cfg.Env, d.Getenv("PATH"), home)
 	}
-	s.home = home
-	s.env = childEnv(cfg.Env, d.Getenv("PATH"), home)
 
 	p, tools, err := s.launch(ctx)
 	if err != nil {
-		_ = os.RemoveAll(home)
+		if home != "" {
+			_ = os.RemoveAll(home)
+		}
+		if cfg.Transport != nil {
+			_ = cfg.Transport.Close()
+		}
 		return nil, fmt.Errorf("starting external server %q: %w", cfg.Name, err)
 	}
 	s.tools = tools
@@ -226,34 +282,40 @@ func safeFileName(s string) string {
 	}, s)
 }
 
-// launch starts a run (a process, or a container through the launcher),
-// initialises it and lists its tools.
+// launch starts a run (a process, a container through the launcher, or a
+// Transport's connection), initialises it and lists its tools.
 func (s *Server) launch(ctx context.Context) (*proc, []servers.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
 	var (
-		p      *proc
-		stdout io.Reader
-		err    error
+		p   *proc
+		mc  transport.Interface
+		err error
 	)
-	if s.cfg.Launch != nil {
-		p, stdout, err = s.startContainer(ctx)
+	if s.cfg.Transport != nil {
+		p, mc, err = s.openTransport(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
 	} else {
-		p, stdout, err = s.startProcess()
+		var stdout io.Reader
+		if s.cfg.Launch != nil {
+			p, stdout, err = s.startContainer(ctx)
+		} else {
+			p, stdout, err = s.startProcess()
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		// A line longer than MaxLineBytes ends the run (an output flood costs
+		// the gateway at most that much).
+		stdout = &lineLimiter{r: stdout, max: s.cfg.MaxLineBytes, over: func() {
+			s.log.Warn("external server wrote a line longer than the limit; stopping it", "limit_bytes", s.cfg.MaxLineBytes)
+			p.forceKill()
+		}}
+		mc = transport.NewIO(stdout, p.stdin, nil)
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	// A line longer than MaxLineBytes ends the run (an output flood costs
-	// the gateway at most that much).
-	stdout = &lineLimiter{r: stdout, max: s.cfg.MaxLineBytes, over: func() {
-		s.log.Warn("external server wrote a line longer than the limit; stopping it", "limit_bytes", s.cfg.MaxLineBytes)
-		p.forceKill()
-	}}
-	stdin := p.stdin
-
-	tr := transport.NewIO(stdout, stdin, nil)
-	c := client.NewClient(tr)
+	c := client.NewClient(mc)
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == mcp.MethodNotificationToolsListChanged {
 			select {
@@ -338,6 +400,21 @@ func (s *Server) startContainer(ctx context.Context) (*proc, io.Reader, error) {
 		p.exit(errors.New("stopped by the gateway"))
 	}
 	return p, &exitReader{r: rwc, p: p}, nil
+}
+
+// openTransport opens a run of the configured Transport (url: mode). The
+// run ends when its connection says so (Conn.Done).
+func (s *Server) openTransport(ctx context.Context) (*proc, transport.Interface, error) {
+	conn, err := s.cfg.Transport.Open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &proc{conn: conn, exited: make(chan struct{}), forceKill: conn.Stop}
+	go func() {
+		<-conn.Done
+		p.exit(conn.Err())
+	}()
+	return p, conn.MCP, nil
 }
 
 // listTools lists the tools of the running process p.
@@ -431,7 +508,7 @@ func (s *Server) withExit(ctx context.Context, p *proc, f func(context.Context) 
 			// exiting; say so when it has.
 			select {
 			case <-p.exited:
-				return true, fmt.Errorf("the process exited (%v)", p.err)
+				return true, p.ended()
 			case <-time.After(exitGrace):
 				return true, fmt.Errorf("talking to the process: %w", err)
 			}
@@ -440,7 +517,7 @@ func (s *Server) withExit(ctx context.Context, p *proc, f func(context.Context) 
 	case <-p.exited:
 		cancel()
 		<-done
-		return true, fmt.Errorf("the process exited (%v)", p.err)
+		return true, p.ended()
 	}
 }
 
@@ -489,7 +566,7 @@ func (s *Server) supervise(p *proc) {
 		if closed {
 			return
 		}
-		s.log.Warn("external server exited; restarting", "err", fmt.Sprint(p.err), "backoff", backoff)
+		s.log.Warn("external server exited; restarting", "err", fmt.Sprint(p.ended()), "backoff", backoff)
 		if time.Since(started) > time.Minute {
 			backoff = s.cfg.MinBackoff
 		}
@@ -541,16 +618,19 @@ func sameTools(a, b []servers.Tool) bool {
 	return true
 }
 
-// kill ends p: closes its stdin, waits a little, then kills its group.
+// kill ends p: closes its stdin, waits a little, then kills its group (a
+// Transport's run is stopped at once).
 func (s *Server) kill(p *proc) {
 	if p.client != nil {
 		_ = p.client.Close()
 	}
-	_ = p.stdin.Close()
-	select {
-	case <-p.exited:
-		return
-	case <-time.After(stopGrace):
+	if p.stdin != nil {
+		_ = p.stdin.Close()
+		select {
+		case <-p.exited:
+			return
+		case <-time.After(stopGrace):
+		}
 	}
 	p.forceKill()
 	<-p.exited
@@ -616,8 +696,19 @@ func (s *Server) Close() error {
 		s.kill(p)
 	}
 	<-s.relisted
-	if err := os.RemoveAll(s.home); err != nil {
-		return fmt.Errorf("closing external server %s: removing its home: %w", s.cfg.Name, err)
+	var errs []error
+	if s.cfg.Transport != nil {
+		if err := s.cfg.Transport.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.home != "" {
+		if err := os.RemoveAll(s.home); err != nil {
+			errs = append(errs, fmt.Errorf("removing its home: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing external server %s: %w", s.cfg.Name, err)
 	}
 	return nil
 }
