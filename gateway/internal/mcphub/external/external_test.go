@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -272,6 +273,16 @@ func TestExternalServerStartFailure(t *testing.T) {
 			return Config{Name: "broken", Command: exe, Args: []string{"-test.run=^$"}, Env: map[string]string{modeVar: "exit-now"}, StartTimeout: 20 * time.Second}
 		}, want: `starting external server "broken": initializing: the process exited`},
 		{name: "missing command", cfg: func(string) Config { return Config{Name: "x"} }, want: "name and command are required"},
+		// One server, one mode: a command, a launcher or a transport.
+		{name: "command and transport", cfg: func(string) Config {
+			return Config{Name: "x", Command: "/bin/true", Transport: refusingTransport{}}
+		}, want: "only one of the three"},
+		{name: "launcher and transport", cfg: func(string) Config {
+			return Config{Name: "x", Launch: func(context.Context) (io.ReadWriteCloser, error) { return nil, errors.New("not started") }, Transport: refusingTransport{}}
+		}, want: "only one of the three"},
+		{name: "command and launcher", cfg: func(string) Config {
+			return Config{Name: "x", Command: "/bin/true", Launch: func(context.Context) (io.ReadWriteCloser, error) { return nil, errors.New("not started") }}
+		}, want: "only one of the three"},
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -347,3 +358,9 @@ func TestExternalServerListsAgainOnListChanged(t *testing.T) {
 		}
 	}
 }
+
+// refusingTransport is a Transport that is never opened successfully.
+type refusingTransport struct{}
+
+func (refusingTransport) Open(context.Context) (*Conn, error) { return nil, errors.New("not opened") }
+func (refusingTransport) Close() error                        { return nil }
