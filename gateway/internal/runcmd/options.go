@@ -17,6 +17,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +46,6 @@ const (
 	DefaultShellImage = "ironcurtain/agent-shell:dev"
 	DefaultModel      = "replay:/usr/share/ironcurtain/transcripts/demo.yaml"
 	DefaultGateway    = "http://gateway:8080"
-	DefaultProxy      = "gateway:3128"
 	DefaultTTL        = time.Hour
 	// MinTTL and MaxTTL are the gateway's bounds on a minted session.
 	MinTTL = time.Minute
@@ -128,6 +129,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Options
 	fs.BoolVar(&o.Detach, "detach", false, "print the session id and leave the run going (reattach with `run attach ID`)")
 	fs.StringVar(&o.OpsURL, "ops-url", "", "ops API URL (default $"+EnvOpsURL+" or "+DefaultOpsURL+")")
 	fs.StringVar(&o.Network, "network", DefaultNetwork, "the stack's agent network")
+	fs.StringVar(&o.GatewayURL, "gateway", DefaultGateway, "the gateway as the agent network names it (its proxy is the same host, port 3128)")
 	fs.StringVar(&o.WorkspacesDir, "workspaces-dir", "", "host directory of the gateway's session workspaces (default $"+EnvWorkspacesDir+")")
 	fs.Usage = func() { fmt.Fprintln(stderr, Usage); fs.PrintDefaults() }
 	var pos []string
@@ -214,7 +216,11 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Options
 		}
 		o.WorkspacesDir = abs
 	}
-	o.GatewayURL, o.Proxy = DefaultGateway, DefaultProxy
+	u, err := url.Parse(o.GatewayURL)
+	if err != nil || u.Scheme != "http" || u.Hostname() == "" || u.Path != "" || u.User != nil || u.RawQuery != "" {
+		return o, usageErr("--gateway: want http://HOST:PORT (the gateway on the agent network)")
+	}
+	o.Proxy = net.JoinHostPort(u.Hostname(), "3128")
 	return o, nil
 }
 

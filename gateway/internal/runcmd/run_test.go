@@ -51,6 +51,9 @@ func TestParseNamesTheFlag(t *testing.T) {
 		{"attach", []string{"attach", "sess_ABC123"}, tokenEnv, ""},
 		{"attach no id", []string{"attach"}, tokenEnv, "attach needs exactly one session id"},
 		{"attach bad id", []string{"attach", "sess_../x"}, tokenEnv, "is not a session id"},
+		{"gateway not a URL", []string{"--gateway", "gateway:8080", "x"}, tokenEnv, "--gateway: want http://HOST:PORT"},
+		{"gateway with credentials", []string{"--gateway", "http://u:p@gateway:8080", "x"}, tokenEnv, "--gateway:"},
+		{"gateway with path", []string{"--gateway", "http://gateway:8080/mcp", "x"}, tokenEnv, "--gateway:"},
 		{"unknown flag", []string{"--frobnicate", "x"}, tokenEnv, "frobnicate"},
 	}
 	for _, c := range cases {
@@ -73,6 +76,9 @@ func TestParseDefaults(t *testing.T) {
 	o, err := Parse([]string{"--agent", "shell", "git push"}, env(map[string]string{EnvOperatorToken: "t", EnvShellImage: "my/shell:1", EnvWorkspacesDir: "rel/ws"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.Proxy != "gateway:3128" || o.GatewayURL != "http://gateway:8080" {
+		t.Fatalf("gateway %q proxy %q", o.GatewayURL, o.Proxy)
 	}
 	if o.Image != "my/shell:1" || o.TTL != DefaultTTL || o.OpsURL != DefaultOpsURL || o.Model != DefaultModel || !strings.HasPrefix(o.WorkspacesDir, "/") {
 		t.Fatalf("defaults: %+v", o)
