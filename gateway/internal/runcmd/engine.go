@@ -185,10 +185,10 @@ func (v ExecVerifier) Verify(ctx context.Context, session string) (string, error
 	f := client.Filters{}.Add("label", "com.docker.compose.project="+v.Project, "com.docker.compose.service="+v.Service)
 	res, err := v.C.ContainerList(ctx, client.ContainerListOptions{Filters: f})
 	if err != nil {
-		return "", fmt.Errorf("finding the gateway container: %w", err)
+		return "", fmt.Errorf("%w: finding the gateway container: %v", ErrNotVerified, err)
 	}
 	if len(res.Items) == 0 {
-		return "", fmt.Errorf("no running %s container of project %s", v.Service, v.Project)
+		return "", fmt.Errorf("%w: no running %s container of compose project %s", ErrNotVerified, v.Service, v.Project)
 	}
 	ex, err := v.C.ExecCreate(ctx, res.Items[0].ID, client.ExecCreateOptions{
 		Cmd: []string{"ironcurtain", "audit", "verify", "--session", session}, AttachStdout: true, AttachStderr: true})

@@ -73,6 +73,10 @@ type Docker interface {
 	Remove(ctx context.Context, id string) error
 }
 
+// ErrNotVerified marks a Verifier error that means the check could not
+// run (not that the chain is broken).
+var ErrNotVerified = errors.New("not verified")
+
 // Verifier checks a session's audit chain and says what it found.
 type Verifier interface {
 	Verify(ctx context.Context, session string) (string, error)
@@ -602,7 +606,9 @@ func (r *run) summary(why string, code int64) {
 		}
 	}
 	if r.d.Verifier != nil {
-		if res, err := r.d.Verifier.Verify(ctx, r.session); err != nil {
+		if res, err := r.d.Verifier.Verify(ctx, r.session); errors.Is(err, ErrNotVerified) {
+			fmt.Fprintf(&b, "  audit:       %v (ironcurtain audit verify --session %s)\n", err, r.session)
+		} else if err != nil {
 			fmt.Fprintf(&b, "  audit:       verify FAILED: %v\n", err)
 		} else {
 			fmt.Fprintf(&b, "  audit:       %s\n", res)

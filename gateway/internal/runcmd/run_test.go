@@ -3,6 +3,7 @@ package runcmd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -519,5 +520,48 @@ func TestDotEnv(t *testing.T) {
 	}
 	if _, err := DotEnv(dir+"/missing", env(nil)); err != nil {
 		t.Fatalf("a missing file: %v", err)
+	}
+}
+
+type verifierFunc func(context.Context, string) (string, error)
+
+func (f verifierFunc) Verify(ctx context.Context, s string) (string, error) { return f(ctx, s) }
+
+func TestSummaryAudit(t *testing.T) {
+	cases := []struct {
+		name string
+		v    Verifier
+		want string
+	}{
+		{"verified", fakeVerifier{}, "audit:       chain verified: sess_"},
+		{"could not run", verifierFunc(func(context.Context, string) (string, error) {
+			return "", fmt.Errorf("%w: no running gateway container", ErrNotVerified)
+		}), "audit:       not verified: no running gateway container (ironcurtain audit verify --session sess_"},
+		{"broken", verifierFunc(func(context.Context, string) (string, error) {
+			return "", errors.New("audit verify exited 1: BROKEN")
+		}), "audit:       verify FAILED: audit verify exited 1: BROKEN"},
+		{"no verifier", nil, "audit:       not verified here"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, ops := newFakeDocker(), newFakeOps()
+			msg := &syncBuffer{}
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(context.Background(), opts(t, "x"), Deps{Docker: d, Ops: ops, Verifier: c.v, Stdout: io.Discard, Stderr: msg})
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for d.count() == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			id, _ := d.only()
+			d.exit(id, 0)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(msg.String(), c.want) {
+				t.Fatalf("summary lacks %q:\n%s", c.want, msg.String())
+			}
+		})
 	}
 }
