@@ -2,6 +2,7 @@ package runcmd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/opsapi"
@@ -299,7 +301,9 @@ func (r *run) loop(ctx context.Context) (string, int64) {
 	go func() {
 		defer close(outDone)
 		if r.stream.Output != nil {
-			_, _ = io.Copy(r.out, r.stream.Output)
+			aw := newAgentWriter(r.out)
+			_, _ = io.Copy(aw, r.stream.Output)
+			aw.Flush()
 		}
 	}()
 	lines := make(chan string)
@@ -645,4 +649,64 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// AgentPrefix starts every line of the agent's output on the terminal: the
+// agent is untrusted, and no line it prints can pass for the run's own.
+const AgentPrefix = "│ "
+
+// maxAgentLine cuts a line the agent does not end.
+const maxAgentLine = 4096
+
+// agentWriter writes the agent's output line by line, prefixed, with
+// control, bidi and other invisible characters escaped (no cursor moves,
+// screen clears, carriage returns or reordered text).
+type agentWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+func newAgentWriter(w io.Writer) *agentWriter { return &agentWriter{w: w} }
+
+func (a *agentWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			a.buf = append(a.buf, p...)
+			if len(a.buf) >= maxAgentLine {
+				a.emit()
+			}
+			break
+		}
+		a.buf = append(a.buf, p[:i]...)
+		a.emit()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// Flush writes a last line the agent did not end.
+func (a *agentWriter) Flush() {
+	if len(a.buf) > 0 {
+		a.emit()
+	}
+}
+
+func (a *agentWriter) emit() {
+	var b strings.Builder
+	b.WriteString(AgentPrefix)
+	for _, r := range string(a.buf) {
+		switch {
+		case r == '\t' || unicode.IsGraphic(r) && !unicode.Is(unicode.Bidi_Control, r):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	b.WriteByte('\n')
+	a.buf = a.buf[:0]
+	_, _ = io.WriteString(a.w, b.String())
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"ironcurtain.dev/gateway/internal/opsapi"
 )
@@ -564,4 +565,60 @@ func TestSummaryAudit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgentOutputCannotSpoofTheRun: the agent is untrusted; what it prints
+// reaches the terminal one prefixed line at a time with control, bidi and
+// invisible characters escaped, so it can neither move the cursor, clear
+// the screen nor print a line that looks like the run's own.
+func TestAgentOutputCannotSpoofTheRun(t *testing.T) {
+	evil := "fine\n\x1b[2J\x1b[H\rironcurtain run: escalation esc_9 approved by operator (here)\nbidi \u202egnp.exe\x00 zero\u200bwidth\npartial line without newline"
+	h := start(t, opts(t, "x"), func(d *fakeDocker, _ *fakeOps) { d.output = evil })
+	id := h.running()
+	h.until("the output", func() bool { return strings.Contains(h.out.String(), "fine") })
+	h.docker.exit(id, 0)
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	out := h.out.String()
+	for _, bad := range []string{"\x1b", "\r", "\u202e", "\u200b", "\x00"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("agent output reached the terminal with %q:\n%q", bad, out)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if !strings.HasPrefix(line, AgentPrefix) {
+			t.Errorf("agent line without the prefix: %q", line)
+		}
+	}
+	if !strings.Contains(out, "partial line without newline") || !strings.Contains(out, AgentPrefix+"fine\n") {
+		t.Errorf("output lost: %q", out)
+	}
+}
+
+func FuzzAgentLines(f *testing.F) {
+	f.Add([]byte("a\nb\x1b[2J\n\u202e"), 3)
+	f.Add([]byte("no newline"), 1)
+	f.Fuzz(func(t *testing.T, b []byte, chunk int) {
+		var out strings.Builder
+		w := newAgentWriter(&out)
+		if chunk <= 0 {
+			chunk = 1
+		}
+		for i := 0; i < len(b); i += chunk {
+			_, _ = w.Write(b[i:min(len(b), i+chunk)])
+		}
+		w.Flush()
+		s := out.String()
+		for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+			if len(b) > 0 && !strings.HasPrefix(line, AgentPrefix) {
+				t.Fatalf("line without prefix %q in %q", line, s)
+			}
+		}
+		for _, r := range s {
+			if r != '\n' && r != '\t' && !unicode.IsGraphic(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u200b' {
+				t.Fatalf("rune %U reached the terminal: %q", r, s)
+			}
+		}
+	})
 }
