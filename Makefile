@@ -221,6 +221,13 @@ up: prereqs-up compose-check ## start the stack (postgres, migrate, gateway) and
 demo: up ## make up, then approve the demo's escalation, wait for the agent and show its output and audit trail
 	@$(STACK) demo
 
+.PHONY: run
+run: compose-check ## run an agent on TASK="..." in its own session against the running stack (ARGS="--agent shell" etc., docs/run.md)
+	@if [ -z "$(TASK)" ] && [ -z "$(ARGS)" ]; then echo 'make run: set TASK="..." (and ARGS= for flags such as --agent shell or --interactive)' >&2; exit 2; fi
+	@mkdir -p $(BIN_DIR)
+	@CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN_DIR)/ ./gateway/cmd/ironcurtain
+	@IC_AGENT_IMAGE=$(AGENT_IMAGE) IC_AGENT_SHELL_IMAGE=$(AGENT_SHELL_IMAGE) $(BIN_DIR)/ironcurtain run $(ARGS) $(if $(TASK),"$(TASK)")
+
 .PHONY: down
 down: compose-check ## stop the stack and remove its containers and networks (VOLUMES=1: its data too)
 	@$(STACK) down

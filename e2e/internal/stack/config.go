@@ -21,6 +21,8 @@ type configParams struct {
 	Sessions     []string     // sessions with a token file (besides "agent" from the environment)
 	EgressSubnet netip.Prefix // the suite's egress network
 	OpsHost      string       // the gateway's name on the ops network (default hostGatewayOps)
+	// SessionWorkspaces is session_workspaces.root ("" for none).
+	SessionWorkspaces string
 }
 
 // gatewayConfig renders the gateway.yaml the suite mounts into the real
@@ -118,5 +120,8 @@ loop_breaker:
   calls_per_minute: 1000000
   identical_calls: 100000
 `, q(HostAllowed), q(HostGit), opsHost, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q("https://"+HostApprover+"/v1"), q("https://"+HostGitHub+"/"), q(HostGit))
+	if p.SessionWorkspaces != "" {
+		fmt.Fprintf(&b, "\nsession_workspaces:\n  root: %s\n  keep: true\n", q(p.SessionWorkspaces))
+	}
 	return []byte(b.String())
 }

@@ -102,6 +102,10 @@ type Options struct {
 
 	// Sessions get an agent token file each (besides "agent").
 	Sessions []string
+	// SessionWorkspaces, when set, is the gateway's session_workspaces.root
+	// (kept after revocation, for inspection): each minted session gets its
+	// own sandbox directory there.
+	SessionWorkspaces string
 	// Logf receives progress lines (t.Logf or log.Printf).
 	Logf func(format string, args ...any)
 }
@@ -241,6 +245,13 @@ func (s *Stack) Close(ctx context.Context) {
 	}
 	s.cli.Close()
 }
+
+// AgentNetwork is the name of the agent network (where `ironcurtain run`
+// starts its agent container).
+func (s *Stack) AgentNetwork() string { return s.agentNet.Name }
+
+// AgentHost is the gateway's name on the agent network.
+func (s *Stack) AgentHost() string { return s.agentHost }
 
 func (s *Stack) name(role string) string { return "ic-e2e-" + s.RunID + "-" + role }
 
@@ -460,7 +471,7 @@ func (s *Stack) startGateway(ctx context.Context) error {
 // API listens; it does not wait for readiness.
 func (s *Stack) runGateway(ctx context.Context, role, agentHost, opsHost string) (*testcontainers.DockerContainer, error) {
 	files := []testcontainers.ContainerFile{
-		{Reader: bytesReader(gatewayConfig(configParams{Sessions: s.opts.Sessions, EgressSubnet: s.EgressSubnet, OpsHost: opsHost})), ContainerFilePath: gatewayConfigPath, FileMode: 0o644},
+		{Reader: bytesReader(gatewayConfig(configParams{Sessions: s.opts.Sessions, EgressSubnet: s.EgressSubnet, OpsHost: opsHost, SessionWorkspaces: s.opts.SessionWorkspaces})), ContainerFilePath: gatewayConfigPath, FileMode: 0o644},
 		// The run's CA is the gateway's whole system trust store: Go (the
 		// relay) and git (the push) read this file, and in the suite every
 		// upstream is the internet container.

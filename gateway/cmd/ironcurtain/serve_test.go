@@ -19,7 +19,12 @@ import (
 	"ironcurtain.dev/gateway/internal/store/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runTestAgentEnv) == "1" { // the stand-in agent of TestRunDocker, in its container
+		os.Exit(runTestAgent())
+	}
+	os.Exit(pgtest.Main(m))
+}
 
 const (
 	testAgentToken    = "agent-token-for-serve-test-0123"

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/runcmd"
+)
+
+func init() {
+	commands["run"] = command{summary: "run an agent on a task in its own session: its escalations answered here, cleaned up at the end (workstation; Docker)", run: runRun}
+}
+
+// runEnvFile is the stack's environment file, read for the variables the
+// process does not set (the operator token).
+const runEnvFile = "compose/.env"
+
+func runRun(ctx context.Context, e env) int {
+	getenv, err := runcmd.DotEnv(runEnvFile, e.getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "ironcurtain run: %v\n", err)
+		return 1
+	}
+	o, err := runcmd.Parse(e.args, getenv, e.stderr)
+	if err != nil {
+		return runExit(e, err)
+	}
+	eng, err := runcmd.NewEngine()
+	if err != nil {
+		return runExit(e, err)
+	}
+	defer eng.C.Close()
+	ops, err := opsapi.NewClient(o.OpsURL, opsapi.OperatorToken(o.OperatorToken))
+	if err != nil {
+		return runExit(e, fmt.Errorf("%w: --ops-url: %v", runcmd.ErrUsage, err))
+	}
+	// Ctrl-C is the run's to handle (once: stop the agent; twice: force),
+	// not a cancellation of everything.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	intr := make(chan struct{}, 2)
+	go func() {
+		for range sig {
+			select {
+			case intr <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	err = runcmd.Run(context.WithoutCancel(ctx), o, runcmd.Deps{Docker: eng, Ops: ops,
+		Verifier: runcmd.ExecVerifier{C: eng.C, Project: "ironcurtain", Service: "gateway"},
+		Stdin:    e.stdin, Stdout: e.stdout, Stderr: e.stderr, Interrupts: intr})
+	return runExit(e, err)
+}
+
+func runExit(e env, err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, runcmd.ErrUsage):
+		fmt.Fprintf(e.stderr, "ironcurtain run: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
+		return 2
+	default:
+		fmt.Fprintf(e.stderr, "ironcurtain run: %v\n", err)
+		return 1
+	}
+}
