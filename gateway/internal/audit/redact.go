@@ -31,6 +31,10 @@ var sensitiveKeysExact = map[string]bool{"pwd": true, "auth": true, "pass": true
 
 // sensitiveKey reports whether values under key must be masked.
 func sensitiveKey(key string) bool {
+	var buf [64]byte // an ASCII key of up to 64 bytes folds here, without allocating
+	if n, ok := foldKeyASCII(key, &buf); ok {
+		return sensitiveFolded(buf[:n])
+	}
 	var b strings.Builder
 	b.Grow(len(key))
 	for _, r := range key {
@@ -42,17 +46,53 @@ func sensitiveKey(key string) bool {
 			b.WriteRune(r)
 		}
 	}
-	k := b.String()
-	if sensitiveKeysExact[k] {
+	return sensitiveFolded([]byte(b.String()))
+}
+
+// foldKeyASCII writes sensitiveKey's normalisation of key into buf and
+// returns its length; ok is false (and buf unusable) unless key is ASCII and
+// fits.
+func foldKeyASCII(key string, buf *[64]byte) (n int, ok bool) {
+	if len(key) > len(buf) {
+		return 0, false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case c >= utf8.RuneSelf:
+			return 0, false
+		case c == '-' || c == '_' || c == '.' || c == ' ':
+		case c >= 'A' && c <= 'Z':
+			buf[n] = c + ('a' - 'A')
+			n++
+		default:
+			buf[n] = c
+			n++
+		}
+	}
+	return n, true
+}
+
+// sensitiveFolded is sensitiveKey of a normalised key.
+func sensitiveFolded(k []byte) bool {
+	if sensitiveKeysExact[string(k)] {
 		return true
 	}
-	for _, p := range sensitiveKeyParts {
-		if strings.Contains(k, p) {
+	for _, p := range sensitiveKeyPartBytes {
+		if bytes.Contains(k, p) {
 			return true
 		}
 	}
 	return false
 }
+
+var sensitiveKeyPartBytes = func() [][]byte {
+	out := make([][]byte, len(sensitiveKeyParts))
+	for i, p := range sensitiveKeyParts {
+		out[i] = []byte(p)
+	}
+	return out
+}()
 
 // A secretPattern masks what re matches; repl may keep a non-secret prefix
 // (a header name, "Bearer ", a key name) through submatch references. re
