@@ -78,6 +78,8 @@ type pattern struct {
 	valid func(value string) bool
 	// pivots[i] is rarestByte(hints[i]), loosePivots for looseHints (computed at init).
 	pivots, loosePivots []int
+	// sets[i] is BytesOf(hints[i]), looseSets for looseHints (computed at init).
+	sets, looseSets []ByteSet
 }
 
 func init() {
@@ -85,9 +87,11 @@ func init() {
 		p := &patterns[i]
 		for _, h := range p.hints {
 			p.pivots = append(p.pivots, rarestByte(h))
+			p.sets = append(p.sets, BytesOf(h))
 		}
 		for _, h := range p.looseHints {
 			p.loosePivots = append(p.loosePivots, rarestByte(h))
+			p.looseSets = append(p.looseSets, BytesOf(h))
 		}
 	}
 }
@@ -253,7 +257,11 @@ func joinKinds(ks []Kind) string {
 
 // Scan returns the secrets in text, in order of position, at most 32 of them (a text with
 // more is reported by its first 32). Overlapping findings are reported once.
-func (d *Detector) Scan(text string) []Finding {
+func (d *Detector) Scan(text string) []Finding { return d.scan(text, true) }
+
+// scan is Scan, with the ByteSet prefilter when prefilter is set (tests
+// compare both).
+func (d *Detector) scan(text string, prefilter bool) []Finding {
 	if d == nil {
 		return nil
 	}
@@ -269,25 +277,36 @@ func (d *Detector) Scan(text string) []Finding {
 			off = start + len(s.Value)
 		}
 	}
+	// A short text is first reduced to the set of its bytes: a hint with a
+	// byte the text lacks is not searched for (see ByteSet).
+	var set *ByteSet
+	if prefilter && len(text) <= prefilterMax {
+		bs := BytesOf(text)
+		set = &bs
+	}
 	for _, p := range d.patterns {
-		out = p.scan(text, out, d.loose)
+		out = p.scan(text, out, d.loose, set)
 	}
 	return tidy(out)
 }
 
 // scan appends the matches of p in text (of its loose form when loose).
-func (p *pattern) scan(text string, out []Finding, loose bool) []Finding {
-	re, hints, pivots, span := p.re, p.hints, p.pivots, p.span
+// set, when not nil, is BytesOf(text).
+func (p *pattern) scan(text string, out []Finding, loose bool, set *ByteSet) []Finding {
+	re, hints, pivots, sets, span := p.re, p.hints, p.pivots, p.sets, p.span
 	if loose && p.loose != nil {
 		re = p.loose
 		if p.looseHints != nil {
-			hints, pivots = p.looseHints, p.loosePivots
+			hints, pivots, sets = p.looseHints, p.loosePivots, p.looseSets
 		}
 		if p.looseSpan > 0 {
 			span = p.looseSpan
 		}
 	}
 	for h, hint := range hints {
+		if set != nil && !set.Contains(&sets[h]) {
+			continue // a byte of hint is not in text
+		}
 		pivot := pivots[h]
 		for off := 0; len(out) < maxFindings; {
 			i := indexHint(text[off:], hint, pivot)

@@ -110,6 +110,16 @@ func Decode(data []byte, v any, lim Limits) error {
 	if err := Check(data, lim); err != nil {
 		return err
 	}
+	return DecodeChecked(data, v)
+}
+
+// DecodeChecked is Decode of data that has already passed Check or
+// ReadChecked with the caller's limits, or that is a value inside data
+// that has (a part of a checked value is within the same limits): it
+// decodes without checking the shape a second time. Names are matched
+// exactly, unknown and duplicate names and invalid UTF-8 are still
+// refused, as is data after the value.
+func DecodeChecked(data []byte, v any) error {
 	err := jsonv2.Unmarshal(data, v,
 		jsonv2.RejectUnknownMembers(true),
 		jsonv2.MatchCaseInsensitiveNames(false),

@@ -31,6 +31,10 @@ var sensitiveKeysExact = map[string]bool{"pwd": true, "auth": true, "pass": true
 
 // sensitiveKey reports whether values under key must be masked.
 func sensitiveKey(key string) bool {
+	var buf [64]byte // an ASCII key of up to 64 bytes folds here, without allocating
+	if n, ok := foldKeyASCII(key, &buf); ok {
+		return sensitiveFolded(buf[:n])
+	}
 	var b strings.Builder
 	b.Grow(len(key))
 	for _, r := range key {
@@ -42,17 +46,53 @@ func sensitiveKey(key string) bool {
 			b.WriteRune(r)
 		}
 	}
-	k := b.String()
-	if sensitiveKeysExact[k] {
+	return sensitiveFolded([]byte(b.String()))
+}
+
+// foldKeyASCII writes sensitiveKey's normalisation of key into buf and
+// returns its length; ok is false (and buf unusable) unless key is ASCII and
+// fits.
+func foldKeyASCII(key string, buf *[64]byte) (n int, ok bool) {
+	if len(key) > len(buf) {
+		return 0, false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case c >= utf8.RuneSelf:
+			return 0, false
+		case c == '-' || c == '_' || c == '.' || c == ' ':
+		case c >= 'A' && c <= 'Z':
+			buf[n] = c + ('a' - 'A')
+			n++
+		default:
+			buf[n] = c
+			n++
+		}
+	}
+	return n, true
+}
+
+// sensitiveFolded is sensitiveKey of a normalised key.
+func sensitiveFolded(k []byte) bool {
+	if sensitiveKeysExact[string(k)] {
 		return true
 	}
-	for _, p := range sensitiveKeyParts {
-		if strings.Contains(k, p) {
+	for _, p := range sensitiveKeyPartBytes {
+		if bytes.Contains(k, p) {
 			return true
 		}
 	}
 	return false
 }
+
+var sensitiveKeyPartBytes = func() [][]byte {
+	out := make([][]byte, len(sensitiveKeyParts))
+	for i, p := range sensitiveKeyParts {
+		out[i] = []byte(p)
+	}
+	return out
+}()
 
 // A secretPattern masks what re matches; repl may keep a non-secret prefix
 // (a header name, "Bearer ", a key name) through submatch references. re
@@ -70,20 +110,31 @@ type secretPattern struct {
 	hints []string
 	re    *regexp.Regexp
 	repl  string
+	sets  []secretscan.ByteSet // BytesOf each hint (computed at init)
+}
+
+func init() {
+	for _, ps := range [][]secretPattern{contextPatterns, assignmentPatterns} {
+		for i := range ps {
+			for _, h := range ps[i].hints {
+				ps[i].sets = append(ps[i].sets, secretscan.BytesOf(h))
+			}
+		}
+	}
 }
 
 // contextPatterns run before the formats: whole private-key blocks and
 // header values go first so the formats do not leave parts of them behind.
 var contextPatterns = []secretPattern{
-	{"private key block", []string{"private key"}, regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`), Redacted},
-	{"authorization header", []string{"authorization"}, regexp.MustCompile(`(?i)\b((?:proxy-)?authorization\s*[:=]\s*"?)(?:(?:bearer|basic|token|digest|negotiate|aws4-hmac-sha256)\s+)?[^\s"',;]+`), "${1}" + Redacted},
-	{"bearer token", []string{"bearer"}, regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]+=*`), "${1}" + Redacted},
-	{"basic credentials", []string{"basic"}, regexp.MustCompile(`(?i)\b(basic\s+)[A-Za-z0-9+/]{8,}={0,2}`), "${1}" + Redacted},
+	{"private key block", []string{"private key"}, regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)`), Redacted, nil},
+	{"authorization header", []string{"authorization"}, regexp.MustCompile(`(?i)\b((?:proxy-)?authorization\s*[:=]\s*"?)(?:(?:bearer|basic|token|digest|negotiate|aws4-hmac-sha256)\s+)?[^\s"',;]+`), "${1}" + Redacted, nil},
+	{"bearer token", []string{"bearer"}, regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]+=*`), "${1}" + Redacted, nil},
+	{"basic credentials", []string{"basic"}, regexp.MustCompile(`(?i)\b(basic\s+)[A-Za-z0-9+/]{8,}={0,2}`), "${1}" + Redacted, nil},
 }
 
 // assignmentPatterns run after the formats.
 var assignmentPatterns = []secretPattern{
-	{"password assignment", []string{"pass", "secret", "token", "key"}, regexp.MustCompile(`(?i)([A-Za-z0-9_.\-]*(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key)["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Redacted},
+	{"password assignment", []string{"pass", "secret", "token", "key"}, regexp.MustCompile(`(?i)([A-Za-z0-9_.\-]*(?:password|passwd|passphrase|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key)["']?\s*[=:]\s*["']?)[^\s"'&,;]+`), "${1}" + Redacted, nil},
 }
 
 // formats finds the secret formats: secretscan's detectors in their loose
@@ -113,6 +164,14 @@ func RedactString(s string) string {
 }
 
 func applyPatterns(s string, ps []secretPattern) string {
+	if len(s) <= prefilterMax && !mayHaveHint(s, ps) {
+		return s // no pattern's hint can be in s (see secretscan.ByteSet)
+	}
+	return applyAllPatterns(s, ps)
+}
+
+// applyAllPatterns is applyPatterns without the prefilter.
+func applyAllPatterns(s string, ps []secretPattern) string {
 	lower := asciiLower(s)
 	for _, p := range ps {
 		if !containsAny(lower, p.hints) {
@@ -160,6 +219,24 @@ func maskFormats(s string) string {
 // maxFormatPasses bounds maskFormats: 32 findings a pass, over a thousand
 // passes is more secrets than any stored field holds (they are bounded).
 const maxFormatPasses = 4096
+
+// prefilterMax bounds the texts applyPatterns first reduces to their set of
+// bytes: most short texts lack a byte of every hint, which one pass finds.
+const prefilterMax = 1 << 10
+
+// mayHaveHint reports whether s, lower-cased, may contain a hint of ps: it
+// has every byte of one of them.
+func mayHaveHint(s string, ps []secretPattern) bool {
+	set := secretscan.FoldedBytesOf(s)
+	for i := range ps {
+		for _, h := range ps[i].sets {
+			if set.Contains(&h) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 func containsAny(s string, subs []string) bool {
 	for _, sub := range subs {

@@ -243,3 +243,13 @@ func BenchmarkStoredArgs4MiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStoredArgsSmall is the stored form of a typical small call's
+// arguments (a path and a flag), as every tool-call decision needs it.
+func BenchmarkStoredArgsSmall(b *testing.B) {
+	args := json.RawMessage(`{"path":"/tmp/sandbox/notes.txt","head":10,"recursive":false}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = StoredArgs(args, Limits{})
+	}
+}

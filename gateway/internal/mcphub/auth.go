@@ -149,7 +149,7 @@ func (h *Hub) gateRPC(ctx context.Context, sess string, body []byte) (string, *g
 		return "", &gateError{Code: -32000, Reason: refusedBusy, Msg: "refused: the request ended while it waited for its turn"}
 	}
 	defer leave()
-	return checkMessage(body, h.jsonLimits)
+	return checkMessage(body)
 }
 
 // refuseRPC counts and logs a request the gate refused, then waits

@@ -110,7 +110,7 @@ func checkRPC(body []byte, lim strictjson.Limits) (string, *gateError) {
 	if err := strictjson.Check(body, lim); err != nil {
 		return "", jsonRefusal(err)
 	}
-	return checkMessage(body, lim)
+	return checkMessage(body)
 }
 
 func batchRefusal() *gateError {
@@ -128,13 +128,15 @@ func jsonRefusal(err error) *gateError {
 }
 
 // checkMessage is checkRPC after the shape check (strictjson.Check or
-// ReadChecked): the exact names of the envelope and of the params.
-func checkMessage(body []byte, lim strictjson.Limits) (string, *gateError) {
+// ReadChecked): the exact names of the envelope and of the params. body
+// must have passed that check (so must its params, a part of it): the
+// decodes do not check the shape again.
+func checkMessage(body []byte) (string, *gateError) {
 	if isBatch(body) {
 		return "", batchRefusal()
 	}
 	var env rpcEnvelope
-	if err := strictjson.Decode(body, &env, lim); err != nil {
+	if err := strictjson.DecodeChecked(body, &env); err != nil {
 		return "", &gateError{Code: -32600, Reason: refusedNames, Msg: "refused JSON-RPC request: " + safeRefusal(err) +
 			" (the message may hold only jsonrpc, id, method, params, result and error, spelled exactly)"}
 	}
@@ -146,7 +148,7 @@ func checkMessage(body []byte, lim strictjson.Limits) (string, *gateError) {
 	}
 	if env.Method == "tools/call" {
 		var p callParams
-		if err := strictjson.Decode(env.Params, &p, lim); err != nil {
+		if err := strictjson.DecodeChecked(env.Params, &p); err != nil {
 			return "", &gateError{Code: -32602, Reason: refusedParams, ID: env.ID, Msg: "refused tools/call: " + safeRefusal(err) +
 				" (params may hold only name, arguments and _meta, spelled exactly)"}
 		}

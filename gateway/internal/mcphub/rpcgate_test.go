@@ -317,7 +317,7 @@ func BenchmarkRPCGate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, gerr := checkMessage(body, testLimits); gerr != nil {
+				if _, gerr := checkMessage(body); gerr != nil {
 					b.Fatal(gerr)
 				}
 			}
