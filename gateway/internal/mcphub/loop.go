@@ -51,8 +51,10 @@ func (c *call) loopGate(ctx context.Context, args map[string]any, n Notifier) (s
 		return c.loopRefuse(ctx, args, chk, fmt.Sprintf("this session's tool calls are paused %s (%s)", why, chk.Reason)), true
 	case loopguard.Unavailable:
 		// Deny: without its state the loop breaker cannot tell whether
-		// the session is paused.
-		return c.loopRefuse(ctx, args, chk, "the gateway could not check this session's loop breaker; retry shortly"), true
+		// the session is paused. The state lives with the audit log, so
+		// the agent hears the same cause as when the decision cannot be
+		// recorded.
+		return c.loopRefuse(ctx, args, chk, "the gateway could not read this session's loop-breaker state from its audit log database, so the call did not run; retry shortly"), true
 	default:
 		return c.loopRefuse(ctx, args, chk, fmt.Sprintf("an operator stopped this session's tool calls until %s (%s)", chk.Until.UTC().Format(time.RFC3339), chk.Reason)), true
 	}

@@ -329,3 +329,35 @@ func TestLoopBreakerCountsUnknownTools(t *testing.T) {
 		t.Fatalf("call after three unknown-tool calls = %+v", res)
 	}
 }
+
+// downStore is a loop-breaker store whose database is unreachable.
+type downStore struct{}
+
+func (downStore) Update(context.Context, string, time.Time, *[32]byte, func(*loopguard.State, *loopguard.Counter)) error {
+	return fmt.Errorf("loading loop-breaker state: %w", context.DeadlineExceeded)
+}
+
+// TestLoopBreakerStoreDown: with the shared loop-breaker state unreadable
+// (its database is the audit log's), the call does not run and the agent
+// hears the same cause as when a decision cannot be recorded.
+func TestLoopBreakerStoreDown(t *testing.T) {
+	f := newPipelineFixture(t, Config{}, false)
+	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
+	g, err := loopguard.NewShared(loopguard.Config{IdenticalCalls: 2}, nil, downStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hub.loop = g
+	res := f.hub.Call(context.Background(), CallRequest{Session: session.Session{ID: "s"}, Tool: "files__read", Args: map[string]any{"path": "a"}})
+	if !res.IsError {
+		t.Fatalf("call with the loop-breaker state unreadable ran: %+v", res)
+	}
+	for _, want := range []string{"audit log", "did not run", "retry"} {
+		if !strings.Contains(loopText(res), want) {
+			t.Errorf("refusal %q lacks %q", loopText(res), want)
+		}
+	}
+	if n := len(f.srv.calls); n != 0 {
+		t.Fatalf("the tool ran %d times", n)
+	}
+}

@@ -224,7 +224,6 @@ func TestLoopBreakerSweep(t *testing.T) {
 	old := now.Add(-25 * time.Hour)
 	d := loopguard.Digest("t", nil)
 	g.Before("idle", "t", d, old)                            // running, unseen for a day
-	g.Before("fresh", "t", d, now)                           // running, seen now
 	g.Before("paused-pending", "t", d, old)                  // paused behind a pending escalation
 	g.Before("paused-pending", "t", d, old.Add(time.Second)) // trips
 	g.Before("paused-decided", "t", d, old)                  // paused, its escalation decided
@@ -235,6 +234,10 @@ func TestLoopBreakerSweep(t *testing.T) {
 		}
 		pauseEscalation(t, db, "esc-"+s, s, st, now)
 	}
+	// Seen now, and only now that the escalations exist: a Before at a
+	// time SweepEvery past the guard's last sweep starts one in the
+	// background, which must not find a pause whose row is not written yet.
+	g.Before("fresh", "t", d, now) // running, seen now
 	// Escalated touched last_seen: age the rows again.
 	if _, err := db.Pool.Exec(ctx, `UPDATE loop_breaker_sessions SET last_seen = $1 WHERE session_id <> 'fresh'`, old); err != nil {
 		t.Fatal(err)
