@@ -38,7 +38,8 @@ type Limits struct {
 	MaxMembers int
 	// MaxElements bounds the array elements of the whole value, summed.
 	MaxElements int
-	// MaxString bounds one string (a name or a value), in bytes as sent.
+	// MaxString bounds one string (a name or a value), in bytes after
+	// unescaping (a \\uXXXX escape counts as the bytes it stands for).
 	MaxString int
 }
 
