@@ -39,7 +39,7 @@ type Limits struct {
 	// MaxElements bounds the array elements of the whole value, summed.
 	MaxElements int
 	// MaxString bounds one string (a name or a value), in bytes after
-	// unescaping (a \\uXXXX escape counts as the bytes it stands for).
+	// unescaping (a \uXXXX escape counts as the bytes it stands for).
 	MaxString int
 }
 
