@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench-egress: the side-by-side egress benchmark (docs/egress.md, "Performance").
 # Builds stripe/smokescreen at a pinned version from the Go module proxy into a temporary
-# directory (never into the tree), builds the harness (gateway/internal/egress/benchegress),
+# directory (never into the tree), builds the harness (gateway/cmd/benchegress),
 # and runs direct / ours / a bare relay (the floor) / smokescreen / Debian's Squid on loopback.
 #
 # Environment: GO (the Go command), SMOKESCREEN_VERSION (default v0.1.0), BENCH_EGRESS_ARGS
@@ -29,7 +29,7 @@ squid=/usr/sbin/squid
 
 echo "bench-egress: building github.com/stripe/smokescreen@$version into $tmp" >&2
 (cd "$tmp" && GOWORK=off GOFLAGS=-mod=mod GOBIN="$tmp/bin" "$go" install "github.com/stripe/smokescreen@$version")
-(cd "$root" && "$go" build -o "$tmp/bin/benchegress" ./gateway/internal/egress/benchegress)
+(cd "$root" && "$go" build -o "$tmp/bin/benchegress" ./gateway/cmd/benchegress)
 
 echo "bench-egress: $("$tmp/bin/smokescreen" --version 2>&1 | head -n 1); $("$squid" -v | head -n 1); $("$go" version)" >&2
 echo "bench-egress: $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2

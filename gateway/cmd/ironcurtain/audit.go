@@ -4,7 +4,7 @@ import (
 	"context"
 	"runtime/debug"
 
-	"ironcurtain.dev/gateway/internal/opsapi/opscli"
+	"ironcurtain.dev/gateway/internal/cli/opscli"
 )
 
 func init() {

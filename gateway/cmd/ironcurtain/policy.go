@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"ironcurtain.dev/gateway/internal/policycli"
+	"ironcurtain.dev/gateway/internal/cli/policycli"
 )
 
 func init() {

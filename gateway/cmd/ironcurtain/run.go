@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/runcmd"
 )
 

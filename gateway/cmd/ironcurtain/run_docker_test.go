@@ -20,7 +20,7 @@ import (
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
 
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/runcmd"
 )
 

@@ -18,10 +18,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/egress"
+	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/internal/llmrelay"
-	"ironcurtain.dev/gateway/internal/mcphub"
+	"ironcurtain.dev/gateway/internal/doors/llmrelay"
+	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/memlimit"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/procguard"

@@ -9,7 +9,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/autoapprove"
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/llmrelay"
+	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 	"ironcurtain.dev/gateway/internal/store"
 )
 

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/console"
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/console"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/session/minted"
 	"ironcurtain.dev/gateway/internal/store"
 	"ironcurtain.dev/gateway/policy"

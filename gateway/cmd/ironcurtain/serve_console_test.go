@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/session/minted"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/egress"
-	"ironcurtain.dev/gateway/internal/mcphub/external"
+	"ironcurtain.dev/gateway/internal/doors/egress"
+	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/mcphub/external"
+	"ironcurtain.dev/gateway/internal/servers/external"
 )
 
 func TestExternalTransportModes(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/egress"
+	"ironcurtain.dev/gateway/internal/doors/egress"
 )
 
 // fetchServersYAML is the servers section a test gateway.yaml needs when

@@ -7,8 +7,8 @@ import (
 
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/internal/githttp"
-	"ironcurtain.dev/gateway/internal/mcphub"
+	"ironcurtain.dev/gateway/internal/doors/githttp"
+	"ironcurtain.dev/gateway/internal/doors/mcphub"
 )
 
 // TestGitDoorBudget: a request to the git door may stream a pack for the

@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/egress"
+	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/launcher"
-	"ironcurtain.dev/gateway/internal/mcphub/external"
+	"ironcurtain.dev/gateway/internal/servers/external"
 )
 
 // withLauncher sets ec.Launch for an image: server: its container is

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 )
 
 // TestServePolicyReload: the ops API of a running gateway names the policy

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/llmrelay"
+	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 	"ironcurtain.dev/gateway/secretscan"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/session/minted"
 )

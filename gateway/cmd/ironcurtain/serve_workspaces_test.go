@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 )
 
 // mcpClient is a minimal MCP client over the agent port.

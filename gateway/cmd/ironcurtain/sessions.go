@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"ironcurtain.dev/gateway/internal/opsapi/opscli"
+	"ironcurtain.dev/gateway/internal/cli/opscli"
 )
 
 func init() {

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"ironcurtain.dev/gateway/internal/mcphub/builtin"
+	"ironcurtain.dev/gateway/internal/servers/builtin"
 )
 
 func init() {

@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/mcphub/external"
+	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/policy"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/internal/llmrelay"
+	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 	"ironcurtain.dev/gateway/internal/store"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/internal/llmrelay"
+	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 )
 
 const testKey = "sk-test-auto-approver-key"

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/llmrelay"
+	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 )
 
 // maxResponseBytes bounds a model API response body.

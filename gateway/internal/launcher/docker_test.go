@@ -29,7 +29,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"ironcurtain.dev/gateway/internal/mcphub/external"
+	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/internal/servers"
 )
 

@@ -22,7 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/egress"
+	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/netpolicy"
 )

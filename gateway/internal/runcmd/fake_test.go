@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/session/minted"
 )
 

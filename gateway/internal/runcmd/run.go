@@ -16,7 +16,7 @@ import (
 	"unicode"
 
 	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/session/minted"
 )
 

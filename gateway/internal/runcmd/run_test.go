@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode"
 
-	"ironcurtain.dev/gateway/internal/opsapi"
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 )
 
 func env(m map[string]string) func(string) string {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/mcphub/builtin"
+	"ironcurtain.dev/gateway/internal/servers/builtin"
 	"ironcurtain.dev/gateway/policy"
 )
 

@@ -25,7 +25,7 @@ import (
 	"ironcurtain.dev/agent/sandbox"
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/internal/mcphub"
+	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/filesystem"
 	"ironcurtain.dev/gateway/internal/servers/git"

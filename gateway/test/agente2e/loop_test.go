@@ -13,7 +13,7 @@ import (
 	"ironcurtain.dev/agent/runner"
 	"ironcurtain.dev/agent/sandbox"
 	"ironcurtain.dev/gateway/internal/loopguard"
-	"ironcurtain.dev/gateway/internal/mcphub"
+	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/filesystem"
 	"ironcurtain.dev/gateway/internal/session"

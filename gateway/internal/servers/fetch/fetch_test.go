@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/egress"
+	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/netpolicy"
 )
