@@ -201,20 +201,36 @@ func sequencerOp(cmd, op string) ([]string, bool) {
 	return nil, false
 }
 
-func (s *Server) merge(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+// sequenced runs merge, rebase or cherry-pick: the continue/abort/skip
+// forms (sequencerOp) or, without an operation, the command build returns;
+// done is what a silent success reports.
+func (s *Server) sequenced(ctx context.Context, c *toolargs.Args, cmd, done string, build func() ([]string, error)) (servers.Result, error) {
 	r, err := s.openRepo(ctx, "path", c.Str("path"))
 	if err != nil {
 		return servers.Result{}, err
 	}
-	args, ok := sequencerOp("merge", c.Str("operation"))
+	args, ok := sequencerOp(cmd, c.Str("operation"))
 	if !ok {
-		if err := checkRevision("branch", c.Str("branch")); err != nil {
+		if args, err = build(); err != nil {
 			return servers.Result{}, err
 		}
-		args = []string{"merge", "--no-edit", "--no-verify", "--no-gpg-sign", "--no-stat"}
+	}
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, gitFailure("git "+cmd+" failed", res, err)
+	}
+	return textResult(append(res.Stdout, res.Stderr...), done), nil
+}
+
+func (s *Server) merge(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
+	return s.sequenced(ctx, c, "merge", "merged", func() ([]string, error) {
+		if err := checkRevision("branch", c.Str("branch")); err != nil {
+			return nil, err
+		}
+		args := []string{"merge", "--no-edit", "--no-verify", "--no-gpg-sign", "--no-stat"}
 		switch {
 		case c.Bool("no_ff") && c.Bool("ff_only"):
-			return servers.Result{}, refuse("no_ff and ff_only exclude each other")
+			return nil, refuse("no_ff and ff_only exclude each other")
 		case c.Bool("no_ff"):
 			args = append(args, "--no-ff")
 		case c.Bool("ff_only"):
@@ -222,70 +238,46 @@ func (s *Server) merge(ctx context.Context, c *toolargs.Args) (servers.Result, e
 		}
 		if c.Has("message") {
 			if err := checkMessage("message", c.Str("message")); err != nil {
-				return servers.Result{}, err
+				return nil, err
 			}
 			args = append(args, "--message="+c.Str("message"))
 		}
-		args = append(args, "--end-of-options", c.Str("branch"))
-	}
-	res, err := s.run(ctx, r, args...)
-	if err != nil {
-		return servers.Result{}, gitFailure("git merge failed", res, err)
-	}
-	return textResult(append(res.Stdout, res.Stderr...), "merged"), nil
+		return append(args, "--end-of-options", c.Str("branch")), nil
+	})
 }
 
+// rebase is never interactive and never --exec: no argument reaches those.
 func (s *Server) rebase(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.Str("path"))
-	if err != nil {
-		return servers.Result{}, err
-	}
-	// Never interactive and never --exec: no argument reaches those.
-	args, ok := sequencerOp("rebase", c.Str("operation"))
-	if !ok {
+	return s.sequenced(ctx, c, "rebase", "rebased", func() ([]string, error) {
 		if err := checkRevision("upstream", c.Str("upstream")); err != nil {
-			return servers.Result{}, err
+			return nil, err
 		}
-		args = []string{"rebase", "--no-autosquash", "--no-verify", "--no-gpg-sign", "--no-update-refs"}
+		args := []string{"rebase", "--no-autosquash", "--no-verify", "--no-gpg-sign", "--no-update-refs"}
 		if c.Has("onto") {
 			if err := checkRevision("onto", c.Str("onto")); err != nil {
-				return servers.Result{}, err
+				return nil, err
 			}
 			args = append(args, "--onto="+c.Str("onto"))
 		}
-		args = append(args, "--end-of-options", c.Str("upstream"))
-	}
-	res, err := s.run(ctx, r, args...)
-	if err != nil {
-		return servers.Result{}, gitFailure("git rebase failed", res, err)
-	}
-	return textResult(append(res.Stdout, res.Stderr...), "rebased"), nil
+		return append(args, "--end-of-options", c.Str("upstream")), nil
+	})
 }
 
 func (s *Server) cherryPick(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.Str("path"))
-	if err != nil {
-		return servers.Result{}, err
-	}
-	args, ok := sequencerOp("cherry-pick", c.Str("operation"))
-	if !ok {
+	return s.sequenced(ctx, c, "cherry-pick", "done", func() ([]string, error) {
 		commits := c.Strings("commits")
 		if len(commits) == 0 || len(commits) > 100 {
-			return servers.Result{}, refuse("commits must name 1 to 100 commits")
+			return nil, refuse("commits must name 1 to 100 commits")
 		}
-		args = []string{"cherry-pick", "--no-gpg-sign", "--end-of-options"}
+		args := []string{"cherry-pick", "--no-gpg-sign", "--end-of-options"}
 		for i, cm := range commits {
 			if err := checkRevision("commits["+strconv.Itoa(i)+"]", cm); err != nil {
-				return servers.Result{}, err
+				return nil, err
 			}
 			args = append(args, cm)
 		}
-	}
-	res, err := s.run(ctx, r, args...)
-	if err != nil {
-		return servers.Result{}, gitFailure("git cherry-pick failed", res, err)
-	}
-	return textResult(append(res.Stdout, res.Stderr...), "done"), nil
+		return args, nil
+	})
 }
 
 func (s *Server) reset(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
