@@ -82,16 +82,7 @@ func (s *Server) diff(ctx context.Context, c *toolargs.Args) (servers.Result, er
 	if c.Has("target") && !c.Has("base") {
 		return servers.Result{}, refuse("target needs base")
 	}
-	paths, err := s.pathspecs("paths", r.repo.WorkTree, c.Strings("paths"))
-	if err != nil {
-		return servers.Result{}, err
-	}
-	args = append(append(args, "--"), paths...)
-	res, err := s.run(ctx, r, args...)
-	if err != nil {
-		return servers.Result{}, &toolError{msg: "git diff failed", err: err}
-	}
-	return textResult(res.Stdout, "(no differences)"), nil
+	return s.readPaths(ctx, r, c, args, "diff", "(no differences)")
 }
 
 func (s *Server) logTool(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
@@ -118,16 +109,7 @@ func (s *Server) logTool(ctx context.Context, c *toolargs.Args) (servers.Result,
 		}
 		args = append(args, c.Str("revision"))
 	}
-	paths, err := s.pathspecs("paths", r.repo.WorkTree, c.Strings("paths"))
-	if err != nil {
-		return servers.Result{}, err
-	}
-	args = append(append(args, "--"), paths...)
-	res, err := s.run(ctx, r, args...)
-	if err != nil {
-		return servers.Result{}, &toolError{msg: "git log failed", err: err}
-	}
-	return textResult(res.Stdout, "(no commits)"), nil
+	return s.readPaths(ctx, r, c, args, "log", "(no commits)")
 }
 
 func (s *Server) show(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
@@ -194,4 +176,19 @@ func (s *Server) blame(ctx context.Context, c *toolargs.Args) (servers.Result, e
 		return servers.Result{}, &toolError{msg: "git blame failed", err: err}
 	}
 	return textResult(res.Stdout, "(empty file)"), nil
+}
+
+// readPaths runs a read-only command on the pathspecs of the "paths"
+// argument (after a "--"); empty is what no output reports.
+func (s *Server) readPaths(ctx context.Context, r *repoHandle, c *toolargs.Args, args []string, what, empty string) (servers.Result, error) {
+	paths, err := s.pathspecs("paths", r.repo.WorkTree, c.Strings("paths"))
+	if err != nil {
+		return servers.Result{}, err
+	}
+	args = append(append(args, "--"), paths...)
+	res, err := s.run(ctx, r, args...)
+	if err != nil {
+		return servers.Result{}, &toolError{msg: "git " + what + " failed", err: err}
+	}
+	return textResult(res.Stdout, empty), nil
 }
