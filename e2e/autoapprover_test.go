@@ -44,24 +44,8 @@ func TestAutoApproverInjection(t *testing.T) {
 	s := topology(t)
 	ctx := ctxFor(t, 5*time.Minute)
 
-	type result struct {
-		r   stack.ExecResult
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := s.RunTranscript(ctx, autoSession, "autoapprove", []byte(autoTranscript), "tidy the notes", "-v")
-		done <- result{r, err}
-	}()
-	esc, err := s.WaitPending(ctx, autoSession, "filesystem", "move_file", 2*time.Minute)
-	if err != nil {
-		select {
-		case res := <-done:
-			t.Fatalf("%v; the agent run ended: %v %s", err, res.err, res.r)
-		default:
-			t.Fatal(err)
-		}
-	}
+	run := startTranscript(ctx, s, autoSession, "autoapprove", autoTranscript, "tidy the notes", "-v")
+	esc := run.pending(t, ctx, "filesystem", "move_file", 2*time.Minute)
 	t.Logf("pending escalation %s: rule %s, auto %+v", esc.ID, esc.Rule, esc.Auto)
 
 	t.Run("the approver saw the injection as data and left it to a human", func(t *testing.T) {
@@ -111,15 +95,7 @@ func TestAutoApproverInjection(t *testing.T) {
 		t.Fatalf("approve answered %+v (auto %+v)", decided, decided.Auto)
 	}
 
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the agent run did not finish within 2m of the approval")
-	}
-	if res.err != nil || res.r.Code != 0 {
-		t.Fatalf("agent run: %v\n%s", res.err, res.r)
-	}
+	run.finish(t, ctx, 2*time.Minute)
 
 	t.Run("records", func(t *testing.T) {
 		checkWorkspace(t, ctx, s, map[string]bool{"auto/" + injection + ".txt": true, "auto/note.txt": false})

@@ -181,24 +181,8 @@ func TestConsole(t *testing.T) {
 	}
 
 	// A live agent's escalation appears without a reload.
-	type result struct {
-		r   stack.ExecResult
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := s.RunTranscript(ctx, consoleSession, "console", []byte(consoleTranscript), "console scenario", "-v")
-		done <- result{r, err}
-	}()
-	esc, err := s.WaitPending(ctx, consoleSession, "filesystem", "move_file", 2*time.Minute)
-	if err != nil {
-		select {
-		case res := <-done:
-			t.Fatalf("%v; the agent run ended: %v %s", err, res.err, res.r)
-		default:
-			t.Fatal(err)
-		}
-	}
+	run := startTranscript(ctx, s, consoleSession, "console", consoleTranscript, "console scenario", "-v")
+	esc := run.pending(t, ctx, "filesystem", "move_file", 2*time.Minute)
 	row := `tr[data-id="` + esc.ID + `"]`
 	do("live escalation", chromedp.WaitVisible(chromedp.CSS(row)))
 	seenMS := get(t, bctx, chromedp.Evaluate[float64](`window.__seen[`+strconv.Quote(esc.ID)+`] || 0`))
@@ -240,15 +224,7 @@ func TestConsole(t *testing.T) {
 		chromedp.Click(chromedp.CSS(row+` button.approve`)),
 		chromedp.WaitNotPresent(chromedp.CSS(row+` button.approve`)),
 	)
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the agent run did not finish within 2m of the approval")
-	}
-	if res.err != nil || res.r.Code != 0 {
-		t.Fatalf("agent run: %v\n%s", res.err, res.r)
-	}
+	run.finish(t, ctx, 2*time.Minute)
 	if e, err := s.Escalation(ctx, esc.ID); err != nil || e.Status != "approved" || e.DecisionReason != "e2e: approved in the console" {
 		t.Fatalf("after the console approval: %+v %v", e, err)
 	}

@@ -51,25 +51,8 @@ func TestFilesSession(t *testing.T) {
 	ctx := ctxFor(t, 5*time.Minute)
 	const session = "files"
 
-	type result struct {
-		r   stack.ExecResult
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := s.RunTranscript(ctx, session, "files", []byte(filesTranscript), "work in the workspace", "-v")
-		done <- result{r, err}
-	}()
-
-	esc, err := s.WaitPending(ctx, session, "filesystem", "move_file", 2*time.Minute)
-	if err != nil {
-		select {
-		case res := <-done:
-			t.Fatalf("%v; the agent run ended: %v %s", err, res.err, res.r)
-		default:
-			t.Fatal(err)
-		}
-	}
+	run := startTranscript(ctx, s, session, "files", filesTranscript, "work in the workspace", "-v")
+	esc := run.pending(t, ctx, "filesystem", "move_file", 2*time.Minute)
 	t.Logf("pending escalation %s: %s__%s %s (%s)", esc.ID, esc.Server, esc.Tool, esc.Args, esc.Reason)
 	if !strings.Contains(string(esc.Args), "/workspace/files/notes.txt") {
 		t.Errorf("escalation args %s do not show the file", esc.Args)
@@ -105,16 +88,8 @@ func TestFilesSession(t *testing.T) {
 		t.Fatalf("approve answered %+v", decided)
 	}
 
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the agent run did not finish within 2m of the approval")
-	}
-	if res.err != nil || res.r.Code != 0 {
-		t.Fatalf("agent run: %v\n%s", res.err, res.r)
-	}
-	t.Logf("agent answer: %s", strings.TrimSpace(res.r.Stdout))
+	res := run.finish(t, ctx, 2*time.Minute)
+	t.Logf("agent answer: %s", strings.TrimSpace(res.Stdout))
 
 	t.Run("workspace effects", func(t *testing.T) {
 		checkWorkspace(t, ctx, s, map[string]bool{

@@ -327,29 +327,13 @@ func toolCalls(t *testing.T, ctx context.Context, s *stack.Stack, session string
 // It returns the run's result and the approved escalations.
 func runApproving(t *testing.T, ctx context.Context, s *stack.Stack, session, name, transcript string, approve ...string) (stack.ExecResult, []stack.Escalation) {
 	t.Helper()
-	type result struct {
-		r   stack.ExecResult
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := s.RunTranscript(ctx, session, name, []byte(transcript), "e2e scenario "+name, "-v")
-		done <- result{r, err}
-	}()
+	run := startTranscript(ctx, s, session, name, transcript, "e2e scenario "+name, "-v")
 	var approved []stack.Escalation
 	var seen []string
 	for _, st := range approve {
 		st, cli := strings.CutPrefix(st, "cli:")
 		server, tool, _ := strings.Cut(st, "__")
-		e, err := s.WaitPending(ctx, session, server, tool, 3*time.Minute, seen...)
-		if err != nil {
-			select {
-			case res := <-done:
-				t.Fatalf("%v; the agent run ended: %v\n%s", err, res.err, res.r)
-			default:
-				t.Fatal(err)
-			}
-		}
+		e := run.pending(t, ctx, server, tool, 3*time.Minute, seen...)
 		seen = append(seen, e.ID)
 		decide := func() (stack.Escalation, error) { return s.Decide(ctx, e.ID, true, "e2e operator approves "+st, "") }
 		if cli {
@@ -367,14 +351,5 @@ func runApproving(t *testing.T, ctx context.Context, s *stack.Stack, session, na
 		t.Logf("approved escalation %s (cli %v): %s %s (%s)", d.ID, cli, st, e.Args, e.Reason)
 		approved = append(approved, d)
 	}
-	select {
-	case res := <-done:
-		if res.err != nil {
-			t.Fatalf("agent run %s: %v\n%s", name, res.err, res.r)
-		}
-		return res.r, approved
-	case <-ctx.Done():
-		t.Fatalf("agent run %s did not finish: %v", name, ctx.Err())
-	}
-	return stack.ExecResult{}, nil
+	return run.finish(t, ctx, 0), approved
 }

@@ -60,10 +60,6 @@ steps:
 func TestSecretEgress(t *testing.T) {
 	s := topology(t)
 	ctx := ctxFor(t, 6*time.Minute)
-	type result struct {
-		r   stack.ExecResult
-		err error
-	}
 	count := func(t *testing.T) (fetched, pulls int) {
 		t.Helper()
 		reqs, err := s.InternetRequests(ctx)
@@ -81,22 +77,10 @@ func TestSecretEgress(t *testing.T) {
 		return fetched, pulls
 	}
 	fetchedBefore, pullsBefore := count(t)
-	done := make(chan result, 1)
-	go func() {
-		r, err := s.RunTranscript(ctx, secretsSession, "secrets", []byte(secretsTranscript()), "e2e secret scanning", "-v")
-		done <- result{r, err}
-	}()
+	run := startTranscript(ctx, s, secretsSession, "secrets", secretsTranscript(), "e2e secret scanning", "-v")
 	wait := func(server, tool string, seen ...string) stack.Escalation {
 		t.Helper()
-		e, err := s.WaitPending(ctx, secretsSession, server, tool, 3*time.Minute, seen...)
-		if err != nil {
-			select {
-			case res := <-done:
-				t.Fatalf("%v; the agent run ended: %v\n%s", err, res.err, res.r)
-			default:
-				t.Fatal(err)
-			}
-		}
+		e := run.pending(t, ctx, server, tool, 3*time.Minute, seen...)
 		t.Logf("pending escalation %s: %s__%s %s (%s: %s)", e.ID, e.Server, e.Tool, e.Args, e.Rule, e.Reason)
 		return e
 	}
@@ -132,15 +116,7 @@ func TestSecretEgress(t *testing.T) {
 		t.Fatalf("deny answered %+v, %v", d, err)
 	}
 
-	var res result
-	select {
-	case res = <-done:
-	case <-ctx.Done():
-		t.Fatal("the agent run did not finish")
-	}
-	if res.err != nil || res.r.Code != 0 {
-		t.Fatalf("agent run: %v\n%s", res.err, res.r)
-	}
+	run.finish(t, ctx, 0)
 
 	t.Run("audit rows name kind and place only", func(t *testing.T) {
 		calls := toolCalls(t, ctx, s, secretsSession)
