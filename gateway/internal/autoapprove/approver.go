@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
+	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/store"
 )
 

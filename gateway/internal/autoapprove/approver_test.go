@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
+	"ironcurtain.dev/gateway/internal/escalation"
 )
 
 const testKey = "sk-test-auto-approver-key"

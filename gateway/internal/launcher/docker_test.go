@@ -29,8 +29,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/external"
 )
 
 // baseImage is the offline base image (make images-offline); the test

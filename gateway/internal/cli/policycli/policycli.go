@@ -14,8 +14,8 @@ import (
 	"io"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/cli/opscli"
+	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/policy"
 )
 

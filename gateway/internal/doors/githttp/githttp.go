@@ -53,8 +53,8 @@ import (
 	"github.com/google/uuid"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"

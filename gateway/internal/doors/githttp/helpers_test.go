@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"

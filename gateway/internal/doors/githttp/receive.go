@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/servers"
 	ghsrv "ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
