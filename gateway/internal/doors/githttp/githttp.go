@@ -25,7 +25,7 @@
 //     bytes, objects and time; the mirror is refreshed from the upstream and
 //     each update is classified from the objects (create, fast-forward,
 //     force, delete), whatever old id the client claimed. The whole push is
-//     one call of git__push through the hub's pipeline (mcphub.Hub.Door):
+//     one call of git__push through the gate (gate.Gate.Do):
 //     the push invariants and compiled rules decide, an escalation makes
 //     the client wait with "waiting for approval of <id>" on the side band,
 //     the decision naming every ref update is recorded before anything

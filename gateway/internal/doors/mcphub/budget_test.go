@@ -87,7 +87,7 @@ func TestToolCallBudget(t *testing.T) {
 }
 
 // TestToolCallBudgetOnDoors: a call through another door (git HTTP, the
-// GitHub relay: Hub.Door) is counted and refused the same way.
+// GitHub relay: gate.Gate.Do) is counted and refused the same way.
 func TestToolCallBudgetOnDoors(t *testing.T) {
 	auth := &chargingAuth{used: map[string]int64{}, limit: 1}
 	h, _, sink, _ := budgetHub(t, auth)

@@ -193,7 +193,7 @@ ironcurtain_loop_breaker_resolved_total{result="denied"} 1
 }
 
 // TestLoopBreakerIdenticalCallsThroughADoor: identical calls through
-// another door (the git and GitHub doors use Hub.Door) count too.
+// another door (the git and GitHub doors use gate.Gate.Do) count too.
 func TestLoopBreakerIdenticalCallsThroughADoor(t *testing.T) {
 	f := newPipelineFixture(t, Config{}, true) // escalation.Deny: the pause is refused
 	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
