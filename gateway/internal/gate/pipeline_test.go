@@ -33,7 +33,6 @@ func TestCapResult(t *testing.T) {
 	}
 }
 
-
 func TestExactCall(t *testing.T) {
 	tests := []struct {
 		name       string
