@@ -22,6 +22,7 @@ import (
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/memlimit"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/procguard"
@@ -41,7 +42,7 @@ const (
 // the egress proxy drains for at most shutdownGrace. Closing the stores
 // (audit flush, pool) follows; compose sets stop_grace_period above this.
 const (
-	shutdownGrace   = mcphub.DefaultShutdownGrace
+	shutdownGrace   = gate.DefaultShutdownGrace
 	shutdownTimeout = 7 * time.Second
 )
 
@@ -249,14 +250,14 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	apiMux.Handle("/mcp", hub.Handler())
 	apiMux.Handle("/mcp/", hub.Handler())
 	apiMux.Handle("/llm/", relay.Handler())
-	door, err := gitDoor(cfg, eng, hub, srvs, auth, st.sink, log)
+	door, err := gitDoor(cfg, eng, hub.Gate(), srvs, auth, st.sink, log)
 	if err != nil {
 		return err
 	}
 	if door != nil {
 		apiMux.Handle(gitDoorPrefix, door)
 	}
-	ghRelay, err := githubRelay(cfg, hub, srvs, auth, st.sink, getenv, log)
+	ghRelay, err := githubRelay(cfg, hub.Gate(), srvs, auth, st.sink, getenv, log)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/githttp"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
@@ -18,7 +18,7 @@ import (
 // gitDoor builds the git smart HTTP door (/git/ on the agent port) over the
 // hub's pipeline and the git server's mirrors; nil when git.http.disabled is
 // set or no git server is built.
-func gitDoor(cfg *config.Config, eng *policy.Engine, hub *mcphub.Hub, srvs []servers.Server, auth session.Authenticator, sink audit.Sink, log *slog.Logger) (http.Handler, error) {
+func gitDoor(cfg *config.Config, eng *policy.Engine, g *gate.Gate, srvs []servers.Server, auth session.Authenticator, sink audit.Sink, log *slog.Logger) (http.Handler, error) {
 	if cfg.Git.HTTP.Disabled {
 		return nil, nil
 	}
@@ -37,7 +37,7 @@ func gitDoor(cfg *config.Config, eng *policy.Engine, hub *mcphub.Hub, srvs []ser
 		MaxRefs:      cfg.Git.HTTP.MaxRefs,
 		Timeout:      cfg.Git.HTTP.Timeout,
 		MaxScanBytes: cfg.Secrets.PushLimit(),
-	}, githttp.Deps{Hub: hub, Auth: auth, Mirrors: gsrv, Allow: eng, Audit: sink, Secrets: eng, Logger: log.With("component", "githttp")})
+	}, githttp.Deps{Gate: g, Auth: auth, Mirrors: gsrv, Allow: eng, Audit: sink, Secrets: eng, Logger: log.With("component", "githttp")})
 	if err != nil {
 		return nil, fmt.Errorf("building the git HTTP door: %w", err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/githttp"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 )
 
 // TestGitDoorBudget: a request to the git door may stream a pack for the
@@ -22,9 +22,9 @@ func TestGitDoorBudget(t *testing.T) {
 		wantTotal time.Duration
 	}{
 		{name: "defaults", wantBody: githttp.DefaultTimeout,
-			wantTotal: githttp.DefaultTimeout + mcphub.DefaultCallTimeout + escalation.DefaultTimeout + budgetMargin},
+			wantTotal: githttp.DefaultTimeout + gate.DefaultCallTimeout + escalation.DefaultTimeout + budgetMargin},
 		{name: "configured", gitTO: time.Minute, wantBody: time.Minute,
-			wantTotal: time.Minute + mcphub.DefaultCallTimeout + escalation.DefaultTimeout + budgetMargin},
+			wantTotal: time.Minute + gate.DefaultCallTimeout + escalation.DefaultTimeout + budgetMargin},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &config.Config{}

@@ -7,17 +7,17 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/githubrelay"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
 )
 
 // githubRelay builds the GitHub API relay (/github/ on the agent port) over
-// the hub's pipeline and the github server's record of its own pull
+// the gate every door shares and the github server's record of its own pull
 // requests; nil when github.relay.disabled is set or no github server is
 // built. The relay sends the gateway's token (github.token_env/token_file).
-func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, auth session.Authenticator, sink audit.Sink, getenv func(string) string, log *slog.Logger) (*githubrelay.Handler, error) {
+func githubRelay(cfg *config.Config, g *gate.Gate, srvs []servers.Server, auth session.Authenticator, sink audit.Sink, getenv func(string) string, log *slog.Logger) (*githubrelay.Handler, error) {
 	if cfg.GitHub.Relay.Disabled {
 		return nil, nil
 	}
@@ -44,7 +44,7 @@ func githubRelay(cfg *config.Config, hub *mcphub.Hub, srvs []servers.Server, aut
 		MaxRESTBody: cfg.GitHub.Relay.MaxBodyBytes,
 		Timeout:     cfg.GitHub.Relay.Timeout,
 		Hosts:       cfg.GitHub.Relay.Hosts,
-	}, githubrelay.Deps{Hub: hub, Auth: auth, Owner: gh, Audit: sink, Secrets: &secretDoors{sc: sc}, Logger: log.With("component", "githubrelay")})
+	}, githubrelay.Deps{Gate: g, Auth: auth, Owner: gh, Audit: sink, Secrets: &secretDoors{sc: sc}, Logger: log.With("component", "githubrelay")})
 	if err != nil {
 		return nil, fmt.Errorf("building the GitHub relay: %w", err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/githubrelay"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
@@ -25,8 +25,8 @@ func TestGitHubRelayBudget(t *testing.T) {
 		relayTO   time.Duration
 		wantTotal time.Duration
 	}{
-		{name: "defaults", wantTotal: githubrelay.DefaultTimeout + mcphub.DefaultCallTimeout + escalation.DefaultTimeout + budgetMargin},
-		{name: "configured", relayTO: time.Minute, wantTotal: time.Minute + mcphub.DefaultCallTimeout + escalation.DefaultTimeout + budgetMargin},
+		{name: "defaults", wantTotal: githubrelay.DefaultTimeout + gate.DefaultCallTimeout + escalation.DefaultTimeout + budgetMargin},
+		{name: "configured", relayTO: time.Minute, wantTotal: time.Minute + gate.DefaultCallTimeout + escalation.DefaultTimeout + budgetMargin},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &config.Config{}
@@ -54,12 +54,12 @@ func TestGitHubRelayBuilt(t *testing.T) {
 	srvs := []servers.Server{gh}
 	getenv := func(string) string { return "gateway-token" }
 	cfg := &config.Config{}
-	h, err := githubRelay(cfg, &mcphub.Hub{}, srvs, noAuth{}, nil, getenv, slog.New(slog.DiscardHandler))
+	h, err := githubRelay(cfg, &gate.Gate{}, srvs, noAuth{}, nil, getenv, slog.New(slog.DiscardHandler))
 	if err != nil || h == nil {
 		t.Fatalf("githubRelay = %v, %v", h, err)
 	}
 	cfg.GitHub.Relay.Disabled = true
-	if h, err := githubRelay(cfg, &mcphub.Hub{}, srvs, noAuth{}, nil, getenv, slog.New(slog.DiscardHandler)); err != nil || h != nil {
+	if h, err := githubRelay(cfg, &gate.Gate{}, srvs, noAuth{}, nil, getenv, slog.New(slog.DiscardHandler)); err != nil || h != nil {
 		t.Fatalf("disabled: githubRelay = %v, %v", h, err)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"ironcurtain.dev/gateway/internal/doors/githttp"
 	"ironcurtain.dev/gateway/internal/doors/githubrelay"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/netlimit"
 )
 
@@ -78,7 +78,7 @@ func filePlan(limit uint64, poolConns int, agent, ops *config.ListenerLimits, pr
 // human (call timeout + escalation timeout), an event stream lives at most agent.stream_max_duration,
 // a model call at most the relay's timeout, a git request the door's timeout plus a call's.
 func agentBudget(cfg *config.Config) func(*http.Request) netlimit.Budget {
-	callTimeout := orDuration(cfg.MCP.CallTimeout, mcphub.DefaultCallTimeout)
+	callTimeout := orDuration(cfg.MCP.CallTimeout, gate.DefaultCallTimeout)
 	escTimeout := orDuration(cfg.Escalation.Timeout, escalation.DefaultTimeout)
 	relayTimeout := orDuration(cfg.Relay.Timeout, llmrelay.DefaultTimeout)
 	stream := cfg.Agent.StreamMax()

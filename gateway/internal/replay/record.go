@@ -41,7 +41,7 @@ const (
 )
 
 // doors are the values of the "door" key the git HTTP door and the GitHub
-// relay add to what they record (mcphub.DoorCall.Record). Such a record
+// relay add to what they record (gate.Call.Record). Such a record
 // holds the arguments the policy judged merged with facts about the
 // request (method, route, service, …), which cannot be told apart again.
 var doors = map[string]bool{"git-http": true, "github-relay": true}

@@ -13,6 +13,7 @@ import (
 	"ironcurtain.dev/agent/runner"
 	"ironcurtain.dev/agent/sandbox"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/loopguard"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/filesystem"
@@ -145,7 +146,7 @@ func TestAgentLoopIsPaused(t *testing.T) {
 				return s
 			}()...)
 			w.human.mu.Unlock()
-			if strings.Join(reqs, ",") != mcphub.RuleLoopBreaker {
+			if strings.Join(reqs, ",") != gate.RuleLoopBreaker {
 				t.Errorf("escalations = %v, want exactly one loop-breaker pause", reqs)
 			}
 			entries, _ := os.ReadDir(outside)

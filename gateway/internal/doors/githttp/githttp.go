@@ -25,7 +25,7 @@
 //     bytes, objects and time; the mirror is refreshed from the upstream and
 //     each update is classified from the objects (create, fast-forward,
 //     force, delete), whatever old id the client claimed. The whole push is
-//     one call of git__push through the hub's pipeline (mcphub.Hub.Door):
+//     one call of git__push through the gate (gate.Gate.Do):
 //     the push invariants and compiled rules decide, an escalation makes
 //     the client wait with "waiting for approval of <id>" on the side band,
 //     the decision naming every ref update is recorded before anything
@@ -53,7 +53,7 @@ import (
 	"github.com/google/uuid"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
@@ -120,9 +120,9 @@ type Config struct {
 	UnsafeUpstreams map[string]string
 }
 
-// Hub is the one call pipeline (*mcphub.Hub).
-type Hub interface {
-	Door(ctx context.Context, d mcphub.DoorCall) mcphub.DoorResult
+// Gate is the one call pipeline every door hands its calls to (*gate.Gate).
+type Gate interface {
+	Do(ctx context.Context, c gate.Call) gate.Result
 }
 
 // Mirrors gives the gateway-private mirror of an upstream (*servers/git.Server).
@@ -137,7 +137,7 @@ type Allowlist interface {
 
 // Deps are the door's collaborators (all required but Audit and Logger).
 type Deps struct {
-	Hub     Hub
+	Gate    Gate
 	Auth    session.Authenticator
 	Mirrors Mirrors
 	Allow   Allowlist
@@ -164,7 +164,7 @@ type grantKey struct{ session, url string }
 
 // New validates cfg and deps.
 func New(cfg Config, d Deps) (*Handler, error) {
-	if d.Hub == nil || d.Auth == nil || d.Mirrors == nil || d.Allow == nil {
+	if d.Gate == nil || d.Auth == nil || d.Mirrors == nil || d.Allow == nil {
 		return nil, errors.New("creating git HTTP door: hub, authenticator, mirrors and allowlist are required")
 	}
 	if cfg.Fresh == 0 {
@@ -261,7 +261,7 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, sess session.S
 	if service == "git-receive-pack" {
 		tool = ToolPush
 	}
-	res := h.d.Hub.Door(r.Context(), mcphub.DoorCall{Session: sess, Tool: tool,
+	res := h.d.Gate.Do(r.Context(), gate.Call{Session: sess, Tool: tool,
 		Refused: &policy.Decision{Status: policy.Deny, Rule: RuleHostNotServed, Reason: reason},
 		Record:  map[string]any{"remote": rp.url, "door": "git-http", "service": service}})
 	msg := fmt.Sprintf("IronCurtain refused %s: %s (call %s)", rp.url, reason, res.CallID)

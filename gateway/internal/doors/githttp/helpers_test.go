@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
@@ -291,14 +291,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.esc != nil {
 		esc = o.esc
 	}
-	hub, err := mcphub.New(mcphub.Config{CallTimeout: time.Minute, ProgressEvery: 50 * time.Millisecond},
-		mcphub.Deps{Servers: []servers.Server{gs}, Policy: eng, Escalator: esc, Audit: e.sink, Auth: tokenAuth{}})
+	hub, err := gate.New(gate.Config{CallTimeout: time.Minute, ProgressEvery: 50 * time.Millisecond},
+		gate.Deps{Servers: []servers.Server{gs}, Policy: eng, Escalator: esc, Audit: e.sink})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := o.cfg
 	cfg.UnsafeUpstreams = map[string]string{"github.com": up.srv.URL}
-	d, err := New(cfg, Deps{Hub: hub, Auth: tokenAuth{}, Mirrors: gs, Allow: eng, Audit: e.sink, Secrets: eng,
+	d, err := New(cfg, Deps{Gate: hub, Auth: tokenAuth{}, Mirrors: gs, Allow: eng, Audit: e.sink, Secrets: eng,
 		Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/servers"
@@ -220,7 +220,7 @@ func (p *pushState) run(ctx, reqCtx context.Context, pr *gitwire.Reader) pushRes
 // upstream, both through the hub's pipeline.
 func (p *pushState) decideAndPush(ctx context.Context) pushResult {
 	reports := make(chan []gitwire.RefStatus, 1)
-	res := p.h.d.Hub.Door(ctx, mcphub.DoorCall{
+	res := p.h.d.Gate.Do(ctx, gate.Call{
 		Session: p.sess, Tool: ToolPush,
 		Push:   &policy.WirePush{URL: p.rp.url, Updates: p.kinds, Secrets: p.secrets},
 		Record: p.record(),
@@ -307,7 +307,7 @@ func (p *pushState) refuse(ctx context.Context, rule, reason string) string {
 	if len(p.req.Commands) > 0 {
 		rec["claimed"] = p.claims()
 	}
-	res := p.h.d.Hub.Door(ctx, mcphub.DoorCall{Session: p.sess, Tool: ToolPush,
+	res := p.h.d.Gate.Do(ctx, gate.Call{Session: p.sess, Tool: ToolPush,
 		Refused: &policy.Decision{Status: policy.Deny, Rule: rule, Reason: reason}, Record: rec})
 	return res.CallID
 }
@@ -419,9 +419,9 @@ func (s *syncBand) flush() {
 // bandNotifier shows escalation notices on the side band.
 type bandNotifier struct{ out *syncBand }
 
-func (n bandNotifier) Escalation(_ context.Context, e mcphub.EscalationNotice) {
+func (n bandNotifier) Escalation(_ context.Context, e gate.EscalationNotice) {
 	switch e.Status {
-	case mcphub.StatusPending:
+	case gate.StatusPending:
 		msg := "IronCurtain: waiting for approval of " + e.EscalationID
 		if e.Reason != "" {
 			msg += " (" + e.Reason + ")"
@@ -436,8 +436,8 @@ func (n bandNotifier) Escalation(_ context.Context, e mcphub.EscalationNotice) {
 	}
 }
 
-func (n bandNotifier) Waiting(_ context.Context, e mcphub.EscalationNotice, waited time.Duration) {
+func (n bandNotifier) Waiting(_ context.Context, e gate.EscalationNotice, waited time.Duration) {
 	n.out.progress(fmt.Sprintf("IronCurtain: still waiting for approval of %s (%s)", e.EscalationID, waited.Round(time.Second)))
 }
 
-var _ mcphub.Notifier = bandNotifier{}
+var _ gate.Notifier = bandNotifier{}

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/gitscan"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
@@ -55,7 +55,7 @@ func (h *Handler) pathRefused(w http.ResponseWriter, r *http.Request, sess sessi
 		tool = ToolPush
 	}
 	withheld := "https://" + rp.host + "/" + withheldPath
-	res := h.d.Hub.Door(r.Context(), mcphub.DoorCall{Session: sess, Tool: tool, Refused: &d,
+	res := h.d.Gate.Do(r.Context(), gate.Call{Session: sess, Tool: tool, Refused: &d,
 		Record: map[string]any{"remote": withheld, "door": "git-http", "service": service}})
 	msg := fmt.Sprintf("IronCurtain refused %s: %s (call %s)", withheld, reason, res.CallID)
 	if refs {

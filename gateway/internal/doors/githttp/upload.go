@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"ironcurtain.dev/gateway/gitexec"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
@@ -19,7 +19,7 @@ import (
 // fetch grants the session's upload-pack requests for the repository for
 // Config.FetchGrant.
 func (h *Handler) uploadPackRefs(w http.ResponseWriter, r *http.Request, sess session.Session, rp repo) {
-	res := h.d.Hub.Door(r.Context(), mcphub.DoorCall{
+	res := h.d.Gate.Do(r.Context(), gate.Call{
 		Session: sess, Tool: ToolFetch,
 		Args:   map[string]any{"remote": rp.url},
 		Record: map[string]any{"door": "git-http", "service": "git-upload-pack"},

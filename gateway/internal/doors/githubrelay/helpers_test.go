@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	ghsrv "ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
@@ -269,7 +269,7 @@ type env struct {
 	relay *httptest.Server
 	mux   *http.ServeMux
 	h     *Handler
-	hub   *mcphub.Hub
+	hub   *gate.Gate
 	owner Owner
 	sink  *memSink
 	esc   *approver
@@ -302,12 +302,12 @@ func newEnvTimeout(t testing.TB, useBase bool, callTimeout time.Duration) *env {
 			t.Fatal(err)
 		}
 	}
-	hub, err := mcphub.New(mcphub.Config{CallTimeout: callTimeout},
-		mcphub.Deps{Servers: []servers.Server{srv}, Policy: eng, Escalator: e.esc, Audit: e.sink, Auth: tokenAuth{}})
+	hub, err := gate.New(gate.Config{CallTimeout: callTimeout},
+		gate.Deps{Servers: []servers.Server{srv}, Policy: eng, Escalator: e.esc, Audit: e.sink})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{APIURL: e.gh.srv.URL + "/", Token: gatewayTok}, Deps{Hub: hub, Auth: tokenAuth{}, Owner: srv, Audit: e.sink, Secrets: eng})
+	h, err := New(Config{APIURL: e.gh.srv.URL + "/", Token: gatewayTok}, Deps{Gate: hub, Auth: tokenAuth{}, Owner: srv, Audit: e.sink, Secrets: eng})
 	if err != nil {
 		t.Fatal(err)
 	}

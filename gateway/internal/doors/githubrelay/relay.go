@@ -18,7 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
@@ -72,9 +72,9 @@ type Config struct {
 // http_unix_socket, or a client whose /etc/hosts points it at the gateway).
 var DefaultHosts = []string{"api.github.localhost", "api.github.com"}
 
-// Hub is the one call pipeline (*mcphub.Hub).
-type Hub interface {
-	Door(ctx context.Context, d mcphub.DoorCall) mcphub.DoorResult
+// Gate is the one call pipeline every door hands its calls to (*gate.Gate).
+type Gate interface {
+	Do(ctx context.Context, c gate.Call) gate.Result
 }
 
 // Owner says whether the gateway's account opened a pull request
@@ -84,13 +84,13 @@ type Owner interface {
 }
 
 var (
-	_ Hub   = (*mcphub.Hub)(nil)
+	_ Gate  = (*gate.Gate)(nil)
 	_ Owner = (*github.Server)(nil)
 )
 
 // Deps are the relay's collaborators (Audit and Logger optional).
 type Deps struct {
-	Hub   Hub
+	Gate  Gate
 	Auth  session.Authenticator
 	Owner Owner
 	// Audit receives an egress row (kind "github") for each exchange the
@@ -115,7 +115,7 @@ type Handler struct {
 
 // New validates cfg and deps.
 func New(cfg Config, d Deps) (*Handler, error) {
-	if d.Hub == nil || d.Auth == nil || d.Owner == nil {
+	if d.Gate == nil || d.Auth == nil || d.Owner == nil {
 		return nil, errors.New("creating github relay: hub, authenticator and owner are required")
 	}
 	if cfg.APIURL == "" {
@@ -303,7 +303,7 @@ func apiPath(r *http.Request, hosts []string) (string, bool) {
 // (withSecrets).
 func (h *Handler) decideAndForward(ctx context.Context, w http.ResponseWriter, r *http.Request, sess session.Session, tool string, args, rec map[string]any, target string, body []byte) {
 	fw := &forwarder{h: h, w: w, r: r, target: target, body: body, done: make(chan struct{})}
-	res := h.d.Hub.Door(ctx, mcphub.DoorCall{Session: sess, Tool: tool, Args: args, Record: rec, Run: fw.run})
+	res := h.d.Gate.Do(ctx, gate.Call{Session: sess, Tool: tool, Args: args, Record: rec, Run: fw.run})
 	if res.Ran {
 		// The pipeline runs Run in its own goroutine and stops waiting for
 		// it at the call timeout or when the client goes; its context is
@@ -418,7 +418,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, sess session.Se
 		rec = map[string]any{}
 	}
 	rec["door"], rec["method"] = "github-relay", r.Method
-	res := h.d.Hub.Door(r.Context(), mcphub.DoorCall{Session: sess, Tool: tool,
+	res := h.d.Gate.Do(r.Context(), gate.Call{Session: sess, Tool: tool,
 		Refused: &policy.Decision{Status: policy.Deny, Rule: rule, Reason: reason}, Record: rec})
 	writeError(w, http.StatusForbidden, fmt.Sprintf("IronCurtain refused: %s (call %s)", h.redact(reason), res.CallID))
 }

@@ -301,7 +301,7 @@ func TestBodiesBoundedAndOutcomes(t *testing.T) {
 // refused and recorded, and nothing is sent upstream.
 func TestNoGatewayToken(t *testing.T) {
 	e := newEnv(t, false)
-	h, err := New(Config{APIURL: e.gh.srv.URL + "/"}, Deps{Hub: e.hub, Auth: tokenAuth{}, Owner: e.owner})
+	h, err := New(Config{APIURL: e.gh.srv.URL + "/"}, Deps{Gate: e.hub, Auth: tokenAuth{}, Owner: e.owner})
 	if err != nil {
 		t.Fatal(err)
 	}

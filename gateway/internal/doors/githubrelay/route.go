@@ -17,7 +17,7 @@
 // Handler (relay.go) is the relay on the agent port (/github/, and gh's
 // layouts): it authenticates the agent token, makes each request one
 // decision of the github tool it amounts to through the hub's pipeline
-// (mcphub.Hub.Door: policy, escalation, write-ahead record), with the
+// (gate.Gate.Do: policy, escalation, write-ahead record), with the
 // tool's arguments (decide.go; a GraphQL mutation's node id resolved to
 // owner/repo/number with the gateway's token first; edit and close only on
 // pull requests the gateway's account opened), and forwards an allowed

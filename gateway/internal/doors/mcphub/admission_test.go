@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,56 +71,6 @@ func TestInflightCancelWhileQueued(t *testing.T) {
 	r()
 	if n, q := f.inFlight("a"); n != 0 || q != 0 {
 		t.Fatalf("a cancelled waiter leaked: %d running, %d queued", n, q)
-	}
-}
-
-// TestFairGateRoundRobin: one session with many waiting stretches does not
-// go before another session's one.
-func TestFairGateRoundRobin(t *testing.T) {
-	g := newFairGate(1)
-	hold, err := g.enter(context.Background(), "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var order []string
-	var wg sync.WaitGroup
-	queued := 0
-	enqueue := func(sess string) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			leave, err := g.enter(context.Background(), sess)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			order = append(order, sess)
-			mu.Unlock()
-			leave()
-		}()
-		queued++
-		waitFor(t, "admission state", func() bool {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			n := 0
-			for _, q := range g.queues {
-				n += len(q)
-			}
-			return n == queued
-		})
-	}
-	for _, s := range []string{"a", "a", "a", "b", "c"} {
-		enqueue(s)
-	}
-	hold()
-	wg.Wait()
-	if got := strings.Join(order, ","); got != "a,b,c,a,a" {
-		t.Fatalf("order = %s, want a,b,c,a,a", got)
-	}
-	if g.free != 1 || len(g.ring) != 0 || len(g.queues) != 0 {
-		t.Fatalf("gate not empty: free %d ring %v queues %v", g.free, g.ring, g.queues)
 	}
 }
 
@@ -285,9 +234,8 @@ func sessionsGauge(t *testing.T, f *httpFixture) float64 {
 // before its context ends is refused and recorded; the policy never runs
 // and the server is never called.
 func TestDecisionWaitsForAFairSlot(t *testing.T) {
-	f := newPipelineFixture(t, Config{}, false)
+	f := newPipelineFixture(t, Config{FairSlots: 1}, false)
 	f.pol.evals["files__read"] = allow("r", nil)
-	f.hub.fair = newFairGate(1)
 	hold, err := f.hub.fair.enter(context.Background(), "someone-else")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
@@ -71,7 +72,7 @@ func TestToolCallBudget(t *testing.T) {
 	}
 	decs := sink.decisions()
 	last := decs[len(decs)-1]
-	if last.Decision != "deny" || last.Rule != RuleSessionBudget || last.SessionID != "sess_a" {
+	if last.Decision != "deny" || last.Rule != gate.RuleSessionBudget || last.SessionID != "sess_a" {
 		t.Fatalf("recorded %+v", last)
 	}
 	// Other sessions: a static one (no budget) and a minted one without a tool-call budget.
@@ -86,22 +87,22 @@ func TestToolCallBudget(t *testing.T) {
 }
 
 // TestToolCallBudgetOnDoors: a call through another door (git HTTP, the
-// GitHub relay: Hub.Door) is counted and refused the same way.
+// GitHub relay: gate.Gate.Do) is counted and refused the same way.
 func TestToolCallBudgetOnDoors(t *testing.T) {
 	auth := &chargingAuth{used: map[string]int64{}, limit: 1}
 	h, _, sink, _ := budgetHub(t, auth)
 	limited := session.Session{ID: "sess_a", Budget: &session.Budget{MaxToolCalls: 1}}
 	runs := 0
-	door := DoorCall{Session: limited, Tool: "files__read", Args: map[string]any{"path": "a"},
+	door := gate.Call{Session: limited, Tool: "files__read", Args: map[string]any{"path": "a"},
 		Run: func(context.Context) (servers.Result, error) { runs++; return servers.Text("ok"), nil }}
-	if r := h.Door(context.Background(), door); !r.Ran || r.Result.IsError {
+	if r := h.Gate().Do(context.Background(), door); !r.Ran || r.Result.IsError {
 		t.Fatalf("first door call: %+v", r)
 	}
-	r := h.Door(context.Background(), door)
-	if r.Ran || !r.Result.IsError || r.Decision.Rule != RuleSessionBudget || runs != 1 {
+	r := h.Gate().Do(context.Background(), door)
+	if r.Ran || !r.Result.IsError || r.Decision.Rule != gate.RuleSessionBudget || runs != 1 {
 		t.Fatalf("second door call: %+v (runs %d)", r, runs)
 	}
-	if d := sink.decisions(); d[len(d)-1].Rule != RuleSessionBudget {
+	if d := sink.decisions(); d[len(d)-1].Rule != gate.RuleSessionBudget {
 		t.Fatalf("recorded %+v", d[len(d)-1])
 	}
 }
@@ -124,7 +125,7 @@ func TestToolCallBudgetFailsClosed(t *testing.T) {
 			if txt := firstText(res, 500); strings.Contains(txt, "connection refused") {
 				t.Fatalf("detail reached the agent: %s", txt)
 			}
-			if d := sink.decisions(); len(d) != 1 || d[0].Rule != RuleSessionBudget || d[0].Decision != "deny" {
+			if d := sink.decisions(); len(d) != 1 || d[0].Rule != gate.RuleSessionBudget || d[0].Decision != "deny" {
 				t.Fatalf("recorded %+v", d)
 			}
 		})

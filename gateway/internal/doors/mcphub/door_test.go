@@ -8,6 +8,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
@@ -31,7 +32,7 @@ func TestDoor(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		setup     func(f *pipelineFixture)
-		call      func(ran *bool) DoorCall
+		call      func(ran *bool) gate.Call
 		wantRan   bool
 		wantDec   string
 		wantOut   string
@@ -43,24 +44,24 @@ func TestDoor(t *testing.T) {
 			setup: func(f *pipelineFixture) {
 				f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/x"})
 			},
-			call: func(ran *bool) DoorCall {
-				return DoorCall{Session: sess, Tool: "files__read", Args: map[string]any{"path": "/x"}, Record: map[string]any{"door": "test"},
+			call: func(ran *bool) gate.Call {
+				return gate.Call{Session: sess, Tool: "files__read", Args: map[string]any{"path": "/x"}, Record: map[string]any{"door": "test"},
 					Run: func(context.Context) (servers.Result, error) { *ran = true; return servers.Text("done"), nil }}
 			},
 			wantRan: true, wantDec: "allow", wantOut: audit.OutcomeOK, wantText: "done",
 		},
 		{
 			name: "denied by policy does not run",
-			call: func(ran *bool) DoorCall {
-				return DoorCall{Session: sess, Tool: "files__read", Args: map[string]any{"path": "/x"},
+			call: func(ran *bool) gate.Call {
+				return gate.Call{Session: sess, Tool: "files__read", Args: map[string]any{"path": "/x"},
 					Run: func(context.Context) (servers.Result, error) { *ran = true; return servers.Text("done"), nil }}
 			},
 			wantDec: "deny", wantOut: audit.OutcomeDenied, wantText: "refused",
 		},
 		{
 			name: "the door's own refusal is recorded and nothing runs",
-			call: func(ran *bool) DoorCall {
-				return DoorCall{Session: sess, Tool: "files__read", Record: map[string]any{"why": "bad pack"},
+			call: func(ran *bool) gate.Call {
+				return gate.Call{Session: sess, Tool: "files__read", Record: map[string]any{"why": "bad pack"},
 					Refused: &policy.Decision{Status: policy.Deny, Rule: "door-rule", Reason: "the pack fails fsck"},
 					Run:     func(context.Context) (servers.Result, error) { *ran = true; return servers.Text("done"), nil }}
 			},
@@ -68,8 +69,8 @@ func TestDoor(t *testing.T) {
 		},
 		{
 			name: "a refusal that is not a denial still denies",
-			call: func(ran *bool) DoorCall {
-				return DoorCall{Session: sess, Tool: "files__read",
+			call: func(ran *bool) gate.Call {
+				return gate.Call{Session: sess, Tool: "files__read",
 					Refused: &policy.Decision{Status: policy.Allow, Rule: "oops"},
 					Run:     func(context.Context) (servers.Result, error) { *ran = true; return servers.Text("done"), nil }}
 			},
@@ -78,13 +79,13 @@ func TestDoor(t *testing.T) {
 		{
 			name:    "nothing to run denies",
 			setup:   func(f *pipelineFixture) { f.pol.evals["files__read"] = allow("allow-reads", nil) },
-			call:    func(*bool) DoorCall { return DoorCall{Session: sess, Tool: "files__read"} },
+			call:    func(*bool) gate.Call { return gate.Call{Session: sess, Tool: "files__read"} },
 			wantDec: "deny", wantOut: audit.OutcomeDenied,
 		},
 		{
 			name: "a wire push with a policy that cannot decide one denies",
-			call: func(ran *bool) DoorCall {
-				return DoorCall{Session: sess, Tool: "files__write", Push: &policy.WirePush{URL: "https://github.com/a/b.git"},
+			call: func(ran *bool) gate.Call {
+				return gate.Call{Session: sess, Tool: "files__write", Push: &policy.WirePush{URL: "https://github.com/a/b.git"},
 					Run: func(context.Context) (servers.Result, error) { *ran = true; return servers.Text("done"), nil }}
 			},
 			wantDec: "deny", wantOut: audit.OutcomeDenied,
@@ -92,8 +93,8 @@ func TestDoor(t *testing.T) {
 		{
 			name:  "a failing action is an error outcome",
 			setup: func(f *pipelineFixture) { f.pol.evals["files__read"] = allow("allow-reads", nil) },
-			call: func(ran *bool) DoorCall {
-				return DoorCall{Session: sess, Tool: "files__read",
+			call: func(ran *bool) gate.Call {
+				return gate.Call{Session: sess, Tool: "files__read",
 					Run: func(context.Context) (servers.Result, error) {
 						*ran = true
 						return servers.Result{}, errors.New("boom")
@@ -103,8 +104,8 @@ func TestDoor(t *testing.T) {
 		},
 		{
 			name: "an unknown tool is refused",
-			call: func(ran *bool) DoorCall {
-				return DoorCall{Session: sess, Tool: "nope__x", Run: func(context.Context) (servers.Result, error) { *ran = true; return servers.Result{}, nil }}
+			call: func(ran *bool) gate.Call {
+				return gate.Call{Session: sess, Tool: "nope__x", Run: func(context.Context) (servers.Result, error) { *ran = true; return servers.Result{}, nil }}
 			},
 			wantDec: "deny", wantOut: audit.OutcomeDenied, wantText: "no such tool",
 		},
@@ -115,7 +116,7 @@ func TestDoor(t *testing.T) {
 				tc.setup(f)
 			}
 			ran := false
-			res := f.hub.Door(context.Background(), tc.call(&ran))
+			res := f.hub.Gate().Do(context.Background(), tc.call(&ran))
 			if ran != tc.wantRan || res.Ran != tc.wantRan {
 				t.Fatalf("ran %v (result says %v), want %v", ran, res.Ran, tc.wantRan)
 			}
@@ -138,7 +139,7 @@ func TestDoor(t *testing.T) {
 // any call (the notifier hears of it).
 func TestDoorWirePush(t *testing.T) {
 	f := newPipelineFixture(t, Config{}, false)
-	f.esc.res = escalation.Result{Approved: true, Status: StatusApproved}
+	f.esc.res = escalation.Result{Approved: true, Status: gate.StatusApproved}
 	updates := map[string]any{"ref_updates": []any{"refs/heads/x"}}
 	wp := &wirePolicy{fakePolicy: f.pol, ev: policy.Evaluation{Decision: policy.Decision{Status: policy.Escalate, Rule: "esc", Reason: "ask"}, Policy: updates}}
 	var err error
@@ -147,7 +148,7 @@ func TestDoorWirePush(t *testing.T) {
 		t.Fatal(err)
 	}
 	ran := false
-	res := f.hub.Door(context.Background(), DoorCall{Session: session.Session{ID: "s1"}, Tool: "files__write",
+	res := f.hub.Gate().Do(context.Background(), gate.Call{Session: session.Session{ID: "s1"}, Tool: "files__write",
 		Push: &policy.WirePush{URL: "https://github.com/a/b.git"}, Record: map[string]any{"door": "git-http"}, Notify: f.notifier,
 		Run: func(context.Context) (servers.Result, error) { ran = true; return servers.Text("pushed"), nil }})
 	if !ran || !res.Ran || res.Decision.Status != policy.Escalate {
@@ -157,7 +158,7 @@ func TestDoorWirePush(t *testing.T) {
 	if d.Decision != "escalate" || d.EscalationID == "" || !strings.Contains(string(d.Args), "refs/heads/x") || !strings.Contains(string(d.Args), "git-http") {
 		t.Fatalf("decision %+v %s", d, d.Args)
 	}
-	if st := f.notifier.statuses(); len(st) != 2 || st[0] != StatusPending || st[1] != StatusApproved {
+	if st := f.notifier.statuses(); len(st) != 2 || st[0] != gate.StatusPending || st[1] != gate.StatusApproved {
 		t.Fatalf("notices %v", st)
 	}
 	if !f.esc.durable {

@@ -13,6 +13,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
@@ -29,7 +30,7 @@ type fakePolicy struct {
 func (p *fakePolicy) Annotation(server, tool string) (policy.ToolAnnotation, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.annotated[server+Separator+tool] {
+	if !p.annotated[server+gate.Separator+tool] {
 		return policy.ToolAnnotation{}, false
 	}
 	return policy.ToolAnnotation{Server: server, Tool: tool}, true
@@ -39,7 +40,7 @@ func (p *fakePolicy) Evaluate(_ context.Context, r policy.Request) policy.Evalua
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.requests = append(p.requests, r)
-	ev, ok := p.evals[r.Server+Separator+r.Tool]
+	ev, ok := p.evals[r.Server+gate.Separator+r.Tool]
 	if !ok {
 		return policy.Evaluation{} // zero: deny
 	}
@@ -223,17 +224,17 @@ func (r *fakeReuser) Reusable(_ context.Context, req escalation.Request) (string
 // fakeNotifier records notices.
 type fakeNotifier struct {
 	mu      sync.Mutex
-	notices []EscalationNotice
+	notices []gate.EscalationNotice
 	waits   atomic.Int64
 }
 
-func (n *fakeNotifier) Escalation(_ context.Context, e EscalationNotice) {
+func (n *fakeNotifier) Escalation(_ context.Context, e gate.EscalationNotice) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.notices = append(n.notices, e)
 }
 
-func (n *fakeNotifier) Waiting(context.Context, EscalationNotice, time.Duration) { n.waits.Add(1) }
+func (n *fakeNotifier) Waiting(context.Context, gate.EscalationNotice, time.Duration) { n.waits.Add(1) }
 
 func (n *fakeNotifier) statuses() []string {
 	n.mu.Lock()
@@ -264,4 +265,14 @@ func seqIDs() func() string {
 
 func allow(rule string, transport map[string]any) policy.Evaluation {
 	return policy.Evaluation{Decision: policy.Decision{Status: policy.Allow, Rule: rule, Reason: "allowed"}, Transport: transport, Policy: transport}
+}
+
+// firstText is the first text of r, cut to n bytes.
+func firstText(r servers.Result, n int) string {
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			return gate.CutText(c.Text, n)
+		}
+	}
+	return ""
 }

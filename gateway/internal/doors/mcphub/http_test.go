@@ -19,6 +19,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
@@ -192,20 +193,20 @@ func TestSDKClientEscalationNotices(t *testing.T) {
 				f.esc.res = escalation.Result{Status: "denied", Reason: "no"}
 			}
 			var mu sync.Mutex
-			var notices []EscalationNotice
+			var notices []gate.EscalationNotice
 			var loggers []string
 			var progress []string
 			pending := make(chan struct{}, 1)
 			cs, err := connectSDK(t, f.url, tokenA, &sdk.ClientOptions{
 				LoggingMessageHandler: func(_ context.Context, r *sdk.LoggingMessageRequest) {
 					b, _ := json.Marshal(r.Params.Data)
-					var n EscalationNotice
+					var n gate.EscalationNotice
 					_ = json.Unmarshal(b, &n)
 					mu.Lock()
 					notices = append(notices, n)
 					loggers = append(loggers, r.Params.Logger+"/"+string(r.Params.Level))
 					mu.Unlock()
-					if n.Status == StatusPending {
+					if n.Status == gate.StatusPending {
 						select {
 						case pending <- struct{}{}:
 						default:

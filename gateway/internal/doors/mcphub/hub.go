@@ -1,25 +1,13 @@
-// Package mcphub is the gateway's MCP endpoint for the agent: one streamable
+// Package mcphub is the gateway's MCP door for the agent: one streamable
 // HTTP endpoint (/mcp, mark3labs/mcp-go) authenticated by the session's agent
 // token, exposing the tools of every built-in and external server as
-// "<server>__<tool>", and the one call pipeline every tool call goes through:
+// "<server>__<tool>". It reads every request strictly (rpcgate.go), admits
+// it (admission.go), and hands each tool call to the gate (package gate),
+// which decides, escalates, records and runs it; the hub turns the result
+// into MCP and sends escalation notices on the MCP session (notify.go).
 //
-//	look up the annotation → policy.Evaluate (transport and policy args)
-//	→ write-ahead audit decision (a failure refuses the call)
-//	→ escalate: the decision naming the escalation is durable before the
-//	  escalation exists; the human's answer is durable in the escalation's
-//	  own row (the Escalator's) before anything runs
-//	→ forward to the server (per-call timeout, CallInfo in the context)
-//	→ size-capped result → audit outcome, metrics.
-//
-// An identical retry of a call whose wait for a human was cut short (the
-// gateway restarted) waits on, or runs once on, that call's escalation
-// (escalate.go). Shutdown answers every waiting call at once and gives
-// running calls a bounded grace (shutdown.go).
-//
-// A tool is listed and callable only if its server declares it and the policy
-// engine has an annotation for it. What reaches the agent on a refusal is
-// short and says what was refused and why; the detail goes to the audit
-// record.
+// A tool is listed and callable only if the gate exposes it (its server
+// declares it, the policy has an annotation for it, its pin matches).
 package mcphub
 
 import (
@@ -28,30 +16,25 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"go.opentelemetry.io/otel/trace"
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/loopguard"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
-	"ironcurtain.dev/gateway/internal/tracing"
-	"ironcurtain.dev/gateway/policy"
 	"ironcurtain.dev/gateway/strictjson"
 )
 
-// Defaults applied when the corresponding Config field is zero.
+// Defaults applied when the corresponding Config field is zero (the
+// gate's settings take the gate's defaults: gate.Default*).
 const (
-	DefaultMaxResultBytes  = 1 << 20
-	DefaultCallTimeout     = 2 * time.Minute
 	DefaultMaxRequestBytes = 4 << 20
 	// DefaultSessionIdleTTL ends an MCP session with no request for this
 	// long (none in flight, no event stream open); a client that comes back
@@ -61,21 +44,12 @@ const (
 	// sessions (about 16 KB each while open).
 	DefaultMaxSessions         = 4096
 	DefaultMaxSessionsPerToken = 64
-	DefaultProgressEvery       = 15 * time.Second
-	// Separator joins server and tool names in the names the agent sees.
-	Separator = "__"
 )
 
-// Policy is what the hub needs of the policy engine; *policy.Engine
-// implements it.
-type Policy interface {
-	Annotation(server, tool string) (policy.ToolAnnotation, bool)
-	Evaluate(ctx context.Context, r policy.Request) policy.Evaluation
-}
-
-var _ Policy = (*policy.Engine)(nil)
-
-// Config holds the hub's settings.
+// Config holds the hub's settings. MaxResultBytes, CallTimeout,
+// ProgressEvery, ShutdownGrace, OutcomeWait and DecisionWait are the gate's
+// (gate.Config), set here because the hub builds the gate every door
+// shares.
 type Config struct {
 	// MaxResultBytes caps the text and data of one tool result; a larger
 	// result is cut and the cut is marked.
@@ -99,6 +73,8 @@ type Config struct {
 	// JSON, a shape past JSONLimits, unknown names) waits for its answer,
 	// holding its place among the session's requests in flight.
 	RefusalDelay time.Duration
+	// FairSlots is gate.Config.FairSlots.
+	FairSlots int
 	// JSONLimits bound the shape of one request body (depth, members,
 	// elements, string length), checked while it is read; zero fields take
 	// DefaultJSON* (MaxBytes and MaxString: MaxRequestBytes).
@@ -125,7 +101,7 @@ type Deps struct {
 	// Servers are the tool servers, built-in and external (required).
 	Servers []servers.Server
 	// Policy decides every call (required).
-	Policy Policy
+	Policy gate.Policy
 	// Escalator asks a human; nil means escalation.Deny{}.
 	Escalator escalation.Escalator
 	// Audit records decisions and outcomes (required).
@@ -147,29 +123,14 @@ type Deps struct {
 	NewID func() string
 }
 
-// toolEntry is one exposed tool.
-type toolEntry struct {
-	key    string // "server__tool"
-	server string
-	tool   string
-	srv    servers.Server
-	def    servers.Tool
-}
-
-// Hub is the MCP endpoint and the call pipeline.
+// Hub is the MCP door.
 type Hub struct {
 	cfg     Config
-	policy  Policy
-	esc     escalation.Escalator
-	sink    audit.Sink
+	gate    *gate.Gate
 	auth    session.Authenticator
 	metrics *metrics.ToolCalls
 	log     *slog.Logger
 	now     func() time.Time
-	newID   func() string
-
-	tools map[string]*toolEntry
-	names []string // sorted keys of tools
 
 	mcp     *server.MCPServer
 	http    *server.StreamableHTTPServer
@@ -178,154 +139,97 @@ type Hub struct {
 	// inflight and fair are the per-session cap and the fair slots
 	// (admission.go); jsonLimits bound a request body (rpcgate.go).
 	inflight   *inflight
-	fair       *fairGate
+	fair       fairSlots
 	jsonLimits strictjson.Limits
 	stopSweep  func()
-	life       *lifecycle
-	alog       auditLog
-	pins       pinState         // external tools hidden by their pins (pins.go)
-	watched    []servers.Server // servers whose tools are checked against pins
-	loop       *loopguard.Guard // nil: no loop breaker (loop.go)
-	tracer     trace.Tracer     // trace.go
-	// tracingOff: tracer is the no-op tracer; calls start no span.
-	tracingOff bool
 }
 
-// New builds the hub: it checks every server's tools against the policy's
-// annotations (tools without one are not exposed and are logged) and
-// registers the rest with the MCP server.
+// New builds the gate (package gate: it checks every server's tools against
+// the policy's annotations and pins) and the MCP server around it, with one
+// handler per exposed tool.
 func New(cfg Config, d Deps) (*Hub, error) {
-	switch {
-	case d.Policy == nil:
-		return nil, errors.New("creating MCP hub: a policy engine is required")
-	case d.Audit == nil:
-		return nil, errors.New("creating MCP hub: an audit sink is required")
-	case d.Auth == nil:
+	if d.Auth == nil {
 		return nil, errors.New("creating MCP hub: an authenticator is required")
 	}
-	if cfg.MaxResultBytes < 0 || cfg.CallTimeout < 0 || cfg.MaxRequestBytes < 0 || cfg.SessionIdleTTL < 0 || cfg.ProgressEvery < 0 || cfg.ShutdownGrace < 0 ||
+	if cfg.MaxRequestBytes < 0 || cfg.SessionIdleTTL < 0 ||
 		cfg.MaxSessions < 0 || cfg.MaxSessionsPerToken < 0 || cfg.MaxCallsInFlight < 0 || cfg.MaxQueuedCalls < 0 || cfg.RefusalDelay < 0 ||
 		cfg.JSONLimits.MaxBytes < 0 || cfg.JSONLimits.MaxDepth < 0 || cfg.JSONLimits.MaxMembers < 0 || cfg.JSONLimits.MaxElements < 0 || cfg.JSONLimits.MaxString < 0 {
 		return nil, errors.New("creating MCP hub: limits must not be negative")
 	}
+	charger, _ := d.Auth.(session.ToolCallCharger)
+	g, err := gate.New(gate.Config{
+		MaxResultBytes: cfg.MaxResultBytes, CallTimeout: cfg.CallTimeout, ProgressEvery: cfg.ProgressEvery,
+		ShutdownGrace: cfg.ShutdownGrace, OutcomeWait: cfg.OutcomeWait, DecisionWait: cfg.DecisionWait, FairSlots: cfg.FairSlots,
+	}, gate.Deps{
+		Servers: d.Servers, Policy: d.Policy, Escalator: d.Escalator, Audit: d.Audit, Charger: charger,
+		Metrics: d.Metrics, LoopGuard: d.LoopGuard, Logger: d.Logger, Tracer: d.Tracer, Now: d.Now, NewID: d.NewID,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating MCP hub: %w", err)
+	}
 	cfg = withAdmissionDefaults(cfg)
-	if cfg.MaxResultBytes == 0 {
-		cfg.MaxResultBytes = DefaultMaxResultBytes
-	}
-	if cfg.CallTimeout == 0 {
-		cfg.CallTimeout = DefaultCallTimeout
-	}
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if cfg.SessionIdleTTL == 0 {
 		cfg.SessionIdleTTL = DefaultSessionIdleTTL
 	}
-	if cfg.ProgressEvery == 0 {
-		cfg.ProgressEvery = DefaultProgressEvery
-	}
-	if cfg.ShutdownGrace == 0 {
-		cfg.ShutdownGrace = DefaultShutdownGrace
-	}
-	if cfg.OutcomeWait <= 0 {
-		cfg.OutcomeWait = DefaultOutcomeWait
-	}
-	if cfg.DecisionWait <= 0 {
-		cfg.DecisionWait = DefaultDecisionWait
-	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	h := &Hub{
-		cfg: cfg, policy: d.Policy, esc: d.Escalator, sink: d.Audit, auth: d.Auth,
-		metrics: d.Metrics, log: d.Logger, loop: d.LoopGuard, now: d.Now, newID: d.NewID, tracer: d.Tracer,
-		tools: map[string]*toolEntry{}, life: newLifecycle(),
-	}
-	if h.esc == nil {
-		h.esc = escalation.Deny{}
-	}
+	h := &Hub{cfg: cfg, gate: g, auth: d.Auth, metrics: d.Metrics, log: d.Logger, now: d.Now}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	if h.now == nil {
 		h.now = time.Now
 	}
-	if h.tracer == nil {
-		h.tracer = tracing.Tracer(tracerScope)
-	}
-	h.tracingOff = tracing.Off(h.tracer)
-	if h.newID == nil {
-		h.newID = uuid.NewString
-	}
-	h.alog = newAuditLog(h.log, h.now)
 	h.inflight = newInflight(cfg.MaxCallsInFlight, cfg.MaxQueuedCalls)
-	h.fair = newFairGate(defaultFairSlots())
+	h.fair = fairSlots{g}
 	h.jsonLimits = cfg.JSONLimits
 	h.owners = sessionOwners{maxAgent: cfg.MaxSessionsPerToken, maxTotal: cfg.MaxSessions, onCount: h.metrics.MCPSessions}
-	if err := h.register(d.Servers); err != nil {
-		return nil, fmt.Errorf("creating MCP hub: %w", err)
-	}
-	h.checkPinsAtStart(d.Servers)
 	h.buildMCP()
-	h.watchPins(d.Servers)
+	g.WatchPins(h.toolChanged)
 	return h, nil
 }
 
-// register indexes the servers' tools that have an annotation.
-func (h *Hub) register(list []servers.Server) error {
-	seen := map[string]bool{}
-	for _, s := range list {
-		name := s.Name()
-		if err := checkServerName(name); err != nil {
-			return err
-		}
-		if seen[name] {
-			return fmt.Errorf("server %q is configured twice", name)
-		}
-		seen[name] = true
-		for _, t := range s.Tools() {
-			if t.Name == "" || strings.ContainsAny(t.Name, " \t\r\n/") {
-				return fmt.Errorf("server %q declares a tool with an invalid name %q", name, t.Name)
-			}
-			key := name + Separator + t.Name
-			if _, dup := h.tools[key]; dup {
-				return fmt.Errorf("server %q declares tool %q twice", name, t.Name)
-			}
-			if _, ok := h.policy.Annotation(name, t.Name); !ok {
-				h.log.Warn("tool has no policy annotation; it is not exposed", "server", name, "tool", t.Name)
-				continue
-			}
-			h.tools[key] = &toolEntry{key: key, server: name, tool: t.Name, srv: s, def: t}
-			h.names = append(h.names, key)
-		}
-	}
-	sort.Strings(h.names)
-	return nil
-}
-
-// checkServerName refuses names that would make "server__tool" ambiguous.
-func checkServerName(name string) error {
-	if name == "" || strings.Contains(name, Separator) || strings.HasPrefix(name, "_") || strings.HasSuffix(name, "_") {
-		return fmt.Errorf("server name %q is invalid (empty, or contains %q, or starts or ends with '_')", name, Separator)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return fmt.Errorf("server name %q is invalid: use lower-case letters, digits, '-' and '_'", name)
-		}
-	}
-	return nil
-}
+// Gate returns the call pipeline the hub hands its calls to; the other
+// doors (git smart HTTP, the GitHub relay) share it.
+func (h *Hub) Gate() *gate.Gate { return h.gate }
 
 // Tools returns the exposed tool names ("server__tool"), sorted (without
 // the tools hidden by their pins).
-func (h *Hub) Tools() []string {
-	out := make([]string, 0, len(h.names))
-	for _, k := range h.names {
-		if _, hidden := h.pins.changed(k); !hidden {
-			out = append(out, k)
-		}
+func (h *Hub) Tools() []string { return h.gate.Tools() }
+
+// CallRequest is one tool call as the agent made it.
+type CallRequest = gate.ToolCall
+
+// Call runs one tool call through the gate and returns what the agent sees
+// (gate.Gate.CallTool).
+func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
+	return h.gate.CallTool(ctx, r)
+}
+
+// RecheckPins checks the external servers' current listings against the
+// pins of the policy now loaded (gate.Gate.RecheckPins).
+func (h *Hub) RecheckPins() { h.gate.RecheckPins() }
+
+// toolChanged updates the tool list when the gate hides a tool whose
+// definition no longer matches its pin, or shows it again.
+func (h *Hub) toolChanged(c gate.ToolChange) {
+	if c.Shown {
+		h.mcp.AddTool(mcp.NewToolWithRawSchema(c.Key, c.Definition.Description, c.Definition.InputSchema), h.toolHandler(c.Key))
+		return
 	}
-	return out
+	h.mcp.DeleteTools(c.Key)
+}
+
+// fairSlots are the gate's fair slots, which the strict read of a request
+// body takes too (auth.go).
+type fairSlots struct{ g *gate.Gate }
+
+func (f fairSlots) enter(ctx context.Context, sess string) (func(), error) {
+	return f.g.EnterFair(ctx, sess)
 }
 
 // buildMCP creates the mcp-go server with one handler per exposed tool and
@@ -341,13 +245,10 @@ func (h *Hub) buildMCP() {
 		server.WithInstructions("Tools of the IronCurtain gateway. Every call is checked by policy, "+
 			"recorded, and may wait for a human's approval."),
 	)
-	for _, key := range h.names {
-		if _, hidden := h.pins.changed(key); hidden {
-			continue
-		}
-		e := h.tools[key]
-		tool := mcp.NewToolWithRawSchema(key, e.def.Description, e.def.InputSchema)
-		h.mcp.AddTool(tool, h.toolHandler(e))
+	for _, key := range h.gate.Tools() {
+		def, _ := h.gate.Definition(key)
+		tool := mcp.NewToolWithRawSchema(key, def.Description, def.InputSchema)
+		h.mcp.AddTool(tool, h.toolHandler(key))
 	}
 	h.startSweeper()
 	h.http = server.NewStreamableHTTPServer(h.mcp,
@@ -363,8 +264,8 @@ func (h *Hub) buildMCP() {
 // agent-facing listener.
 func (h *Hub) Handler() http.Handler { return h.handler }
 
-// toolHandler adapts the pipeline to mcp-go.
-func (h *Hub) toolHandler(e *toolEntry) server.ToolHandlerFunc {
+// toolHandler adapts the gate to mcp-go.
+func (h *Hub) toolHandler(key string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		sess, ok := session.FromContext(ctx)
 		if !ok {
@@ -374,9 +275,9 @@ func (h *Hub) toolHandler(e *toolEntry) server.ToolHandlerFunc {
 		args, ok := callArgs(req)
 		var res servers.Result
 		if !ok {
-			res = h.refuseBadArgs(ctx, sess, e, req.Params.Arguments)
+			res = h.gate.RefuseBadArgs(ctx, sess, key, req.Params.Arguments)
 		} else {
-			res = h.Call(ctx, CallRequest{Session: sess, Tool: e.key, Args: args, Notify: h.mcpNotifier(ctx, req)})
+			res = h.gate.CallTool(ctx, gate.ToolCall{Session: sess, Tool: key, Args: args, Notify: h.mcpNotifier(ctx, req)})
 		}
 		return toMCPResult(res), nil
 	}
@@ -406,5 +307,5 @@ func (h *Hub) onMCPError(ctx context.Context, _ any, method mcp.MCPMethod, messa
 		return
 	}
 	sess, _ := session.FromContext(ctx)
-	h.recordUnknown(ctx, sess, req.Params.Name)
+	h.gate.RefuseUnknown(ctx, sess, req.Params.Name)
 }

@@ -13,6 +13,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/loopguard"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/servers"
@@ -53,8 +54,7 @@ func TestLoopBreakerPausesALoopingSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.hub.loop = g
-	f.hub.now = clock.now
+	f.rebuild(t, func(d *Deps) { d.LoopGuard, d.Now = g, clock.now })
 	stuck := session.Session{ID: "stuck", Name: "stuck"}
 	other := session.Session{ID: "other", Name: "other"}
 	call := func(s session.Session, tool string, args map[string]any) servers.Result {
@@ -73,7 +73,7 @@ func TestLoopBreakerPausesALoopingSession(t *testing.T) {
 	// Round 1: five denials, then the sixth call pauses the session.
 	loop(5)
 	f.esc.wait = make(chan struct{})
-	f.esc.res = escalation.Result{Approved: true, Status: StatusApproved, DecidedBy: "alice"}
+	f.esc.res = escalation.Result{Approved: true, Status: gate.StatusApproved, DecidedBy: "alice"}
 	tripped := make(chan servers.Result, 1)
 	clock.add(2 * time.Second)
 	go func() { tripped <- call(stuck, "files__write", map[string]any{"path": "/etc/passwd-5"}) }()
@@ -85,7 +85,7 @@ func TestLoopBreakerPausesALoopingSession(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	req := f.esc.requests()[0]
-	if req.Rule != RuleLoopBreaker || req.SessionID != "stuck" || req.Kind != escalation.KindToolCall ||
+	if req.Rule != gate.RuleLoopBreaker || req.SessionID != "stuck" || req.Kind != escalation.KindToolCall ||
 		!strings.Contains(req.Reason, "the agent seems stuck: 5 denied calls in a row in 8s") || len(req.Exact) != 0 ||
 		// Unique arguments: no "approve similar" entry can cover a pause.
 		!strings.Contains(string(req.Args), `"loop_breaker_pause":"`+req.ID+`"`) || !strings.Contains(string(req.Args), `"paused_call":{"path":"/etc/passwd-5"}`) {
@@ -118,7 +118,7 @@ func TestLoopBreakerPausesALoopingSession(t *testing.T) {
 			pauseDec = d
 		}
 	}
-	if pauseDec == nil || pauseDec.Decision != "escalate" || pauseDec.Rule != RuleLoopBreaker || pauseDec.CallID != req.CallID || pauseDec.Detail != "limit denials" {
+	if pauseDec == nil || pauseDec.Decision != "escalate" || pauseDec.Rule != gate.RuleLoopBreaker || pauseDec.CallID != req.CallID || pauseDec.Detail != "limit denials" {
 		t.Fatalf("pause decision = %+v", pauseDec)
 	}
 	// The session goes on.
@@ -128,7 +128,7 @@ func TestLoopBreakerPausesALoopingSession(t *testing.T) {
 
 	// Round 2: it loops again; the operator denies: cooldown.
 	f.esc.wait = nil
-	f.esc.res = escalation.Result{Approved: false, Status: StatusDenied, DecidedBy: "alice"}
+	f.esc.res = escalation.Result{Approved: false, Status: gate.StatusDenied, DecidedBy: "alice"}
 	loop(5)
 	clock.add(2 * time.Second)
 	res = call(stuck, "files__write", map[string]any{"path": "/etc/passwd-5"})
@@ -149,7 +149,7 @@ func TestLoopBreakerPausesALoopingSession(t *testing.T) {
 	// denied outcome; the pausing calls an escalate decision.
 	var escalates, refusals int
 	for _, d := range f.sink.decisions() {
-		if d.Rule != RuleLoopBreaker {
+		if d.Rule != gate.RuleLoopBreaker {
 			continue
 		}
 		switch d.Decision {
@@ -193,7 +193,7 @@ ironcurtain_loop_breaker_resolved_total{result="denied"} 1
 }
 
 // TestLoopBreakerIdenticalCallsThroughADoor: identical calls through
-// another door (the git and GitHub doors use Hub.Door) count too.
+// another door (the git and GitHub doors use gate.Gate.Do) count too.
 func TestLoopBreakerIdenticalCallsThroughADoor(t *testing.T) {
 	f := newPipelineFixture(t, Config{}, true) // escalation.Deny: the pause is refused
 	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
@@ -201,19 +201,19 @@ func TestLoopBreakerIdenticalCallsThroughADoor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.hub.loop = g
+	f.rebuild(t, func(d *Deps) { d.LoopGuard = g })
 	sess := session.Session{ID: "s"}
 	ran := 0
 	for i := 0; i < 3; i++ {
-		r := f.hub.Door(context.Background(), DoorCall{Session: sess, Tool: "files__read", Args: map[string]any{"path": "a"},
+		r := f.hub.Gate().Do(context.Background(), gate.Call{Session: sess, Tool: "files__read", Args: map[string]any{"path": "a"},
 			Run: func(context.Context) (servers.Result, error) { ran++; return servers.Text("ok"), nil }})
 		if r.Result.IsError {
 			t.Fatalf("door call %d = %+v", i, r.Result)
 		}
 	}
-	r := f.hub.Door(context.Background(), DoorCall{Session: sess, Tool: "files__read", Args: map[string]any{"path": "a"},
+	r := f.hub.Gate().Do(context.Background(), gate.Call{Session: sess, Tool: "files__read", Args: map[string]any{"path": "a"},
 		Run: func(context.Context) (servers.Result, error) { ran++; return servers.Text("ok"), nil }})
-	if !r.Result.IsError || r.Ran || r.Decision.Rule != RuleLoopBreaker || !strings.Contains(loopText(r.Result), "4 identical calls to files__read") {
+	if !r.Result.IsError || r.Ran || r.Decision.Rule != gate.RuleLoopBreaker || !strings.Contains(loopText(r.Result), "4 identical calls to files__read") {
 		t.Fatalf("fourth identical door call = %+v", r)
 	}
 	if ran != 3 {
@@ -239,7 +239,7 @@ func TestLoopBreakerAuditDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.hub.loop = g
+	f.rebuild(t, func(d *Deps) { d.LoopGuard = g })
 	sess := session.Session{ID: "s"}
 	args := map[string]any{"path": "a"}
 	for i := 0; i < 2; i++ {
@@ -250,7 +250,7 @@ func TestLoopBreakerAuditDown(t *testing.T) {
 	f.sink.mu.Lock()
 	f.sink.failWhen = func(e audit.Event) bool {
 		d, ok := e.(*audit.ToolCallDecision)
-		return ok && d.Rule == RuleLoopBreaker
+		return ok && d.Rule == gate.RuleLoopBreaker
 	}
 	f.sink.mu.Unlock()
 	res := f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: args})
@@ -274,7 +274,7 @@ func TestLoopBreakerPauseInterruptedByShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.hub.loop = g
+	f.rebuild(t, func(d *Deps) { d.LoopGuard = g })
 	f.esc.wait = make(chan struct{}) // nobody answers
 	sess := session.Session{ID: "s"}
 	args := map[string]any{"path": "a"}
@@ -318,7 +318,7 @@ func TestLoopBreakerCountsUnknownTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.hub.loop = g
+	f.rebuild(t, func(d *Deps) { d.LoopGuard = g })
 	sess := session.Session{ID: "s"}
 	f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: map[string]any{"path": "a"}})
 	for i := 0; i < 3; i++ {
@@ -347,7 +347,7 @@ func TestLoopBreakerStoreDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.hub.loop = g
+	f.rebuild(t, func(d *Deps) { d.LoopGuard = g })
 	res := f.hub.Call(context.Background(), CallRequest{Session: session.Session{ID: "s"}, Tool: "files__read", Args: map[string]any{"path": "a"}})
 	if !res.IsError {
 		t.Fatalf("call with the loop-breaker state unreadable ran: %+v", res)

@@ -63,7 +63,7 @@ func TestFinishedCallNotHeldByStalledOutcome(t *testing.T) {
 	if srv.callCount() != 1 {
 		t.Fatalf("tool ran %d times", srv.callCount())
 	}
-	if n := h.life.running(); n != 1 {
+	if n := h.Gate().InFlight(); n != 1 {
 		t.Fatalf("%d writes in the pipeline, want the pending outcome counted", n)
 	}
 	if len(sink.outcomes()) != 0 {

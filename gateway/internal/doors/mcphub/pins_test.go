@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
@@ -51,7 +52,7 @@ type pinnedPolicy struct {
 }
 
 func (p *pinnedPolicy) Annotation(server, tool string) (policy.ToolAnnotation, bool) {
-	a, ok := p.anns[server+Separator+tool]
+	a, ok := p.anns[server+gate.Separator+tool]
 	return a, ok
 }
 

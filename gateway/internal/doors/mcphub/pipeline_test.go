@@ -26,6 +26,8 @@ type pipelineFixture struct {
 	esc      *fakeEscalator
 	reg      *prometheus.Registry
 	notifier *fakeNotifier
+	cfg      Config
+	deps     Deps
 }
 
 func newPipelineFixture(t *testing.T, cfg Config, useDenyEscalator bool) *pipelineFixture {
@@ -48,14 +50,28 @@ func newPipelineFixture(t *testing.T, cfg Config, useDenyEscalator bool) *pipeli
 	if useDenyEscalator {
 		esc = nil // the hub's default: escalation.Deny{}
 	}
-	f.hub, err = New(cfg, Deps{
+	f.cfg = cfg
+	f.deps = Deps{
 		Servers: []servers.Server{f.srv}, Policy: f.pol, Escalator: esc, Audit: f.sink,
 		Auth: fakeAuth{}, Metrics: m, NewID: seqIDs(),
-	})
+	}
+	f.hub, err = New(cfg, f.deps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// rebuild builds the fixture's hub again with changed collaborators (a
+// loop guard, a clock, another escalator).
+func (f *pipelineFixture) rebuild(t *testing.T, change func(d *Deps)) {
+	t.Helper()
+	change(&f.deps)
+	h, err := New(f.cfg, f.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hub = h
 }
 
 func TestPipeline(t *testing.T) {
@@ -595,33 +611,6 @@ func TestNewValidates(t *testing.T) {
 			_, err := New(tt.cfg, tt.deps())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestCapResult(t *testing.T) {
-	tests := []struct {
-		name     string
-		in       servers.Result
-		max      int
-		wantText string
-		wantCut  bool
-	}{
-		{name: "fits", in: servers.Text("hello"), max: 5, wantText: "hello"},
-		{name: "cut on a character boundary", in: servers.Text("ééé"), max: 3, wantText: "é[result cut by the gateway: 6 bytes, the limit is 3]", wantCut: true},
-		{name: "second text dropped", in: servers.Result{Content: []servers.Content{{Type: "text", Text: "abc"}, {Type: "text", Text: "def"}}}, max: 3,
-			wantText: "abc[result cut by the gateway: 6 bytes, the limit is 3; 1 item(s) left out]", wantCut: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			out, _, cut := capResult(tt.in, tt.max)
-			got := ""
-			for _, c := range out.Content {
-				got += c.Text
-			}
-			if got != tt.wantText || cut != tt.wantCut {
-				t.Fatalf("got %q cut=%v, want %q cut=%v", got, cut, tt.wantText, tt.wantCut)
 			}
 		})
 	}

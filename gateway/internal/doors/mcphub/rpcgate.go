@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/strictjson"
 )
 
@@ -159,10 +160,10 @@ func checkMessage(body []byte) (string, *gateError) {
 		return env.Method, nil
 	}
 	if env.Params.Kind() != '{' {
-		return "", &gateError{Code: -32602, Reason: refusedParams, ID: env.ID, Msg: fmt.Sprintf("refused %s: params must be an object", cutText(env.Method, 64))}
+		return "", &gateError{Code: -32602, Reason: refusedParams, ID: env.ID, Msg: fmt.Sprintf("refused %s: params must be an object", gate.CutText(env.Method, 64))}
 	}
 	if bad, ok := foldVariant(env.Params, names); ok {
-		return "", &gateError{Code: -32602, Reason: refusedParams, ID: env.ID, Msg: fmt.Sprintf("refused %s: params name %q is a variant of one of %v (spell it exactly)", cutText(env.Method, 64), safeName(bad), names)}
+		return "", &gateError{Code: -32602, Reason: refusedParams, ID: env.ID, Msg: fmt.Sprintf("refused %s: params name %q is a variant of one of %v (spell it exactly)", gate.CutText(env.Method, 64), gate.SafeName(bad), names)}
 	}
 	return env.Method, nil
 }
@@ -215,5 +216,5 @@ func safeRefusal(err error) string {
 	if se.Path == "" {
 		return se.Reason
 	}
-	return fmt.Sprintf("%s (at %s)", se.Reason, safeName(se.Path))
+	return fmt.Sprintf("%s (at %s)", se.Reason, gate.SafeName(se.Path))
 }

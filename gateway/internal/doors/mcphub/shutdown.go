@@ -4,78 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 )
 
-// DefaultShutdownGrace is how long Shutdown lets calls that already run on a
-// server finish before it cancels them. With the HTTP listeners' shutdown
-// around it, a gateway stop stays well within the 10 s Docker and Compose
-// give before SIGKILL.
-const DefaultShutdownGrace = 4 * time.Second
-
-// errShuttingDown is the cause of a call's cancelled wait for a human.
-var errShuttingDown = errors.New("the gateway is shutting down")
-
-// lifecycle tracks the calls in the pipeline and the two stages of a
-// shutdown: stopping (waits for a human end at once, no new call starts on a
-// server) and aborting (calls still running on a server are cancelled).
-type lifecycle struct {
-	stopping context.Context
-	stop     context.CancelFunc
-	aborting context.Context
-	abort    context.CancelFunc
-
-	mu    sync.Mutex
-	n     int           // calls in the pipeline
-	empty chan struct{} // closed when n drops to 0 (nil: nobody waits)
-}
-
-func newLifecycle() *lifecycle {
-	l := &lifecycle{}
-	l.stopping, l.stop = context.WithCancel(context.Background())
-	l.aborting, l.abort = context.WithCancel(context.Background())
-	return l
-}
-
-// enter counts a call in; the returned func counts it out.
-func (l *lifecycle) enter() (leave func()) {
-	l.mu.Lock()
-	l.n++
-	l.mu.Unlock()
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.n--
-		if l.n == 0 && l.empty != nil {
-			close(l.empty)
-			l.empty = nil
-		}
-	}
-}
-
-// idle returns a channel closed once no call is in the pipeline.
-func (l *lifecycle) idle() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n == 0 {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
-	}
-	if l.empty == nil {
-		l.empty = make(chan struct{})
-	}
-	return l.empty
-}
-
-func (l *lifecycle) running() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n
-}
-
-// Shutdown stops the hub for a gateway stop, promptly:
+// Shutdown stops the hub and its gate for a gateway stop, promptly:
 //
 //  1. every call waiting for a human stops waiting at once: its escalation
 //     stays pending (it survives for the next gateway), its outcome is
@@ -87,25 +18,15 @@ func (l *lifecycle) running() int {
 //  3. once every call has recorded its outcome (its answer is then being
 //     written to the agent), the MCP sessions are closed.
 //
-// ctx bounds the whole; the agent-facing HTTP server should be shut down
-// concurrently (it stops accepting at once and waits for the answers).
+// The gate is the one every door shares, so calls through the other doors
+// stop the same way. ctx bounds the whole; the agent-facing HTTP server
+// should be shut down concurrently (it stops accepting at once and waits
+// for the answers).
 func (h *Hub) Shutdown(ctx context.Context) error {
-	h.life.stop()
 	h.stopSweep()
-	grace := time.NewTimer(h.cfg.ShutdownGrace)
-	defer grace.Stop()
-	select {
-	case <-h.life.idle():
-	case <-grace.C:
-		h.log.Warn("tool calls still running after the shutdown grace; cancelling them", "calls", h.life.running(), "grace", h.cfg.ShutdownGrace)
-	case <-ctx.Done():
-	}
-	h.life.abort()
 	var errs []error
-	select {
-	case <-h.life.idle():
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("shutting down MCP hub: %d tool calls did not record their outcome: %w", h.life.running(), ctx.Err()))
+	if err := h.gate.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutting down MCP hub: %w", err))
 	}
 	if err := h.http.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("shutting down MCP endpoint: %w", err))

@@ -11,6 +11,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
@@ -112,8 +113,8 @@ func TestShutdownAnswersWaitingCalls(t *testing.T) {
 					t.Errorf("outcome %+v (escalation %s)", o, escID)
 				}
 			}
-			if st := f.notifier.statuses(); st[len(st)-1] != StatusInterrupted {
-				t.Errorf("notices %v, want the last one %s", st, StatusInterrupted)
+			if st := f.notifier.statuses(); st[len(st)-1] != gate.StatusInterrupted {
+				t.Errorf("notices %v, want the last one %s", st, gate.StatusInterrupted)
 			}
 		})
 	}
@@ -293,7 +294,7 @@ func TestRetryUsesIdenticalCallsEscalation(t *testing.T) {
 			f.esc.res = escalation.Result{Approved: true, Status: "approved", DecidedBy: "op"}
 			f.esc.err = tt.escErr
 			r := &fakeReuser{fakeEscalator: f.esc, id: tt.reusable, err: tt.lookupErr}
-			f.hub.esc = r
+			f.rebuild(t, func(d *Deps) { d.Escalator = r })
 			args := map[string]any{"path": "a.txt", "token": "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"}
 			res := f.hub.Call(context.Background(), CallRequest{Session: session.Session{ID: "s"}, Tool: "files__delete", Args: args})
 			if got := f.srv.callCount() == 1; got != tt.wantRun {
@@ -327,35 +328,5 @@ func TestRetryUsesIdenticalCallsEscalation(t *testing.T) {
 				t.Errorf("redacted args carry the token: %s", reqs[0].Args)
 			}
 		})
-	}
-}
-
-func TestExactCall(t *testing.T) {
-	tests := []struct {
-		name       string
-		a, b       map[string]any
-		pa, pb     map[string]any
-		wantEquals bool
-	}{
-		{name: "same call, keys in any order", a: map[string]any{"x": 1.0, "y": "z"}, b: map[string]any{"y": "z", "x": 1.0}, wantEquals: true},
-		{name: "same policy args, other agent args", a: map[string]any{"path": "a.txt"}, b: map[string]any{"path": "./a.txt"},
-			pa: map[string]any{"path": "/s/a.txt"}, pb: map[string]any{"path": "/s/a.txt"}, wantEquals: false},
-		{name: "same agent args, other policy args", a: map[string]any{"remote": "origin"}, b: map[string]any{"remote": "origin"},
-			pa: map[string]any{"remote": "https://github.com/acme/app"}, pb: map[string]any{"remote": "https://evil.example/app"}, wantEquals: false},
-		{name: "nested values", a: map[string]any{"o": map[string]any{"k": []any{1.0, "a"}}}, b: map[string]any{"o": map[string]any{"k": []any{1.0, "a"}}}, wantEquals: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			x, y := exactCall(tt.a, tt.pa), exactCall(tt.b, tt.pb)
-			if x == nil || y == nil {
-				t.Fatal("no exact call")
-			}
-			if (string(x) == string(y)) != tt.wantEquals {
-				t.Fatalf("%s vs %s: equal = %v, want %v", x, y, string(x) == string(y), tt.wantEquals)
-			}
-		})
-	}
-	if exactCall(map[string]any{"f": func() {}}, nil) != nil {
-		t.Fatal("an unencodable call has an exact form: a retry could match it")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/tracing"
@@ -31,14 +32,15 @@ func newTracedFixture(t *testing.T, log ...*slog.Logger) *tracedFixture {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	var logger *slog.Logger
+	if len(log) > 0 {
+		logger = log[0]
+	}
 	var err error
 	f.hub, err = New(Config{}, Deps{
 		Servers: []servers.Server{f.srv}, Policy: f.pol, Escalator: f.esc, Audit: f.sink,
-		Auth: fakeAuth{}, NewID: seqIDs(), Tracer: tp.Tracer(tracerScope),
+		Auth: fakeAuth{}, NewID: seqIDs(), Tracer: tp.Tracer(tracerScope), Logger: logger,
 	})
-	if len(log) > 0 {
-		f.hub.log = log[0]
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +189,7 @@ func TestTraceSpanTrees(t *testing.T) {
 func TestTraceDoor(t *testing.T) {
 	f := newTracedFixture(t)
 	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{})
-	res := f.hub.Door(context.Background(), DoorCall{
+	res := f.hub.Gate().Do(context.Background(), gate.Call{
 		Session: session.Session{ID: "s1"}, Tool: "files__read", Args: map[string]any{},
 		Run: func(context.Context) (servers.Result, error) { return servers.Text("done"), nil },
 	})
@@ -275,10 +277,18 @@ func TestTraceIDInLogLines(t *testing.T) {
 // Arguments that are not an object are refused under a tool-call span too.
 func TestTraceBadArguments(t *testing.T) {
 	f := newTracedFixture(t)
-	f.hub.refuseBadArgs(context.Background(), session.Session{ID: "s1"}, f.hub.tools["files__read"], []any{"CANARY-array"})
+	f.hub.Gate().RefuseBadArgs(context.Background(), session.Session{ID: "s1"}, "files__read", []any{"CANARY-array"})
 	root, edges, _ := f.tree(t)
 	sameSet(t, edges, []string{"tool_call>audit.decision", "tool_call>audit.outcome"})
 	if attr(root, "ironcurtain.rule") != policy.RuleInvalidArgument || attr(root, "ironcurtain.outcome") != "denied" {
 		t.Fatalf("attributes %v", root.Attributes)
 	}
 }
+
+// The gate's tracer scope and span names (package gate, trace.go).
+const (
+	tracerScope    = "ironcurtain.dev/gateway/mcphub"
+	spanCall       = "tool_call"
+	spanPolicy     = "policy.evaluate"
+	spanEscalation = "escalation.wait"
+)

@@ -1,4 +1,4 @@
-package mcphub
+package gate
 
 import "ironcurtain.dev/gateway/policy"
 
@@ -17,13 +17,13 @@ type Versioner interface {
 }
 
 // snapshot returns the policy one call is decided with.
-func (h *Hub) snapshot() Policy {
-	if s, ok := h.policy.(Snapshotter); ok {
+func (g *Gate) snapshot() Policy {
+	if s, ok := g.policy.(Snapshotter); ok {
 		if e := s.Snapshot(); e != nil {
 			return e
 		}
 	}
-	return h.policy
+	return g.policy
 }
 
 // policyVersion returns p's version, "" when p cannot tell.

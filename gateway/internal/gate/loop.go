@@ -1,4 +1,4 @@
-package mcphub
+package gate
 
 import (
 	"context"
@@ -33,11 +33,11 @@ const RuleLoopBreaker = "loop-breaker"
 //     operator denied the pause (cooldown): refused at once, with a short
 //     message and a deny record.
 func (c *call) loopGate(ctx context.Context, args map[string]any, n Notifier) (servers.Result, bool) {
-	g := c.h.loop
+	g := c.g.loop
 	if g == nil {
 		return servers.Result{}, false
 	}
-	chk := g.Before(c.sess.ID, c.e.key, loopguard.Digest(c.e.key, args), c.h.now())
+	chk := g.Before(c.sess.ID, c.e.key, loopguard.Digest(c.e.key, args), c.g.now())
 	switch chk.Verdict {
 	case loopguard.Proceed:
 		return servers.Result{}, false
@@ -63,7 +63,7 @@ func (c *call) loopGate(ctx context.Context, args map[string]any, n Notifier) (s
 // loopRefuse records and returns a refusal by the loop breaker.
 func (c *call) loopRefuse(ctx context.Context, args map[string]any, chk loopguard.Check, reason string) servers.Result {
 	c.args = marshalArgs(args)
-	c.h.metrics.Decision(c.e.server, c.e.tool, policy.Deny.String())
+	c.g.metrics.Decision(c.e.server, c.e.tool, policy.Deny.String())
 	d := policy.Decision{Status: policy.Deny, Rule: RuleLoopBreaker, Reason: reason, Detail: "limit " + chk.Limit}
 	return c.deny(ctx, c.decision(d, nil))
 }
@@ -74,50 +74,50 @@ func (c *call) loopRefuse(ctx context.Context, args map[string]any, chk loopguar
 // The wait outlives the agent's request (the pause is the session's, not
 // this call's) but not the gateway's shutdown.
 func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopguard.Check, n Notifier) servers.Result {
-	h := c.h
+	g := c.g
 	c.args = marshalArgs(args)
-	h.metrics.Decision(c.e.server, c.e.tool, policy.Escalate.String())
-	cooldown := h.loop.Config().Cooldown
+	g.metrics.Decision(c.e.server, c.e.tool, policy.Escalate.String())
+	cooldown := g.loop.Config().Cooldown
 	reason := chk.Reason + fmt.Sprintf(" — approve to let the session go on calling tools; deny to stop its calls for %s", cooldown)
-	escID := h.newID()
-	if err := h.loop.Escalated(c.sess.ID, escID); err != nil {
+	escID := g.newID()
+	if err := g.loop.Escalated(c.sess.ID, escID); err != nil {
 		// Other replicas see the pause without its escalation and end it
 		// after loopguard.PauseRecordGrace; this replica still waits.
-		h.log.Warn("loop breaker: storing the pause's escalation", "session", c.sess.ID, "escalation_id", escID, "err", err)
+		g.log.Warn("loop breaker: storing the pause's escalation", "session", c.sess.ID, "escalation_id", escID, "err", err)
 	}
 	dec := c.decision(policy.Decision{Status: policy.Escalate, Rule: RuleLoopBreaker, Reason: reason, Detail: "limit " + chk.Limit}, nil)
 	dec.EscalationID = escID
-	if err := h.record(ctx, dec); err != nil {
+	if err := g.record(ctx, dec); err != nil {
 		// No human can see a pause whose record is missing: do not stop
 		// the session for it (its calls are refused while the audit log is
 		// down anyway).
-		h.abandonPause(c.sess.ID, escID)
+		g.abandonPause(c.sess.ID, escID)
 		return c.auditFailed(ctx, err)
 	}
-	h.log.Warn("session paused by the loop breaker; waiting for an operator", "session", c.sess.ID, "limit", chk.Limit,
+	g.log.Warn("session paused by the loop breaker; waiting for an operator", "session", c.sess.ID, "limit", chk.Limit,
 		"reason", chk.Reason, "escalation_id", escID, "call_id", c.id)
 	notice := EscalationNotice{EscalationID: escID, Tool: c.e.key, Status: StatusPending, Reason: agentText(chk.Reason, "")}
 	notify(ctx, n, notice)
 
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	defer context.AfterFunc(h.life.stopping, cancel)()
-	stop := progressLoop(wctx, n, notice, h.cfg.ProgressEvery)
-	waitStart := h.now()
-	res, err := h.esc.Escalate(wctx, escalation.Request{
+	defer context.AfterFunc(g.life.stopping, cancel)()
+	stop := progressLoop(wctx, n, notice, g.cfg.ProgressEvery)
+	waitStart := g.now()
+	res, err := g.esc.Escalate(wctx, escalation.Request{
 		ID: escID, CallID: c.id, SessionID: c.sess.ID, Kind: escalation.KindToolCall,
 		Server: c.e.server, Tool: c.e.tool, Args: pauseArgs(escID, chk.Limit, c.args),
 		Rule: RuleLoopBreaker, Reason: reason,
 	})
 	stop()
-	c.waited = h.now().Sub(waitStart)
-	if err != nil && h.life.stopping.Err() != nil {
+	c.waited = g.now().Sub(waitStart)
+	if err != nil && g.life.stopping.Err() != nil {
 		// The gateway is stopping: nobody decided. In memory the pause
 		// ends with this gateway (the next one starts with fresh
 		// counters); a shared pause stays, and the replica that next sees
 		// the session ends it from its escalation's decision.
-		if !h.loop.Shared() {
-			h.abandonPause(c.sess.ID, escID)
+		if !g.loop.Shared() {
+			g.abandonPause(c.sess.ID, escID)
 		}
 		notice.Status, notice.Reason = StatusInterrupted, "the gateway is restarting"
 		notify(ctx, n, notice)
@@ -125,14 +125,14 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "loop breaker: gateway shutting down; escalation "+escID+" is still pending", 0, false)
 	}
 	approved := err == nil && res.Approved && (res.Status == "" || res.Status == StatusApproved)
-	until, rerr := h.loop.ResolvePause(c.sess.ID, escID, approved, h.now())
+	until, rerr := g.loop.ResolvePause(c.sess.ID, escID, approved, g.now())
 	if rerr != nil {
 		// The escalation holds the decision: a replica that finds the
 		// session paused derives the same end from it.
-		h.log.Warn("loop breaker: storing the pause's end", "session", c.sess.ID, "escalation_id", escID, "err", rerr)
+		g.log.Warn("loop breaker: storing the pause's end", "session", c.sess.ID, "escalation_id", escID, "err", rerr)
 	}
 	if approved {
-		h.log.Info("loop breaker: an operator let the session go on", "session", c.sess.ID, "escalation_id", escID, "decided_by", res.DecidedBy)
+		g.log.Info("loop breaker: an operator let the session go on", "session", c.sess.ID, "escalation_id", escID, "decided_by", res.DecidedBy)
 		notice.Status, notice.Reason = StatusApproved, "the session may go on"
 		notify(ctx, n, notice)
 		msg := fmt.Sprintf("%s did not run: this session was paused (%s); an operator let it go on (escalation %s): retry the call if it is still needed", c.e.key, agentText(chk.Reason, ""), escID)
@@ -148,7 +148,7 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 			detail += " (" + by + ")"
 		}
 	}
-	h.log.Warn("loop breaker: the session's calls stay stopped", "session", c.sess.ID, "escalation_id", escID, "until", until, "detail", detail)
+	g.log.Warn("loop breaker: the session's calls stay stopped", "session", c.sess.ID, "escalation_id", escID, "until", until, "detail", detail)
 	notice.Status, notice.Reason = StatusDenied, "the session's tool calls are stopped for a while"
 	notify(ctx, n, notice)
 	msg := fmt.Sprintf("refused %s: this session's tool calls were paused (%s) and an operator stopped them until %s (escalation %s)", c.e.key, agentText(chk.Reason, ""), until.UTC().Format(time.RFC3339), escID)
@@ -156,9 +156,9 @@ func (c *call) pauseSession(ctx context.Context, args map[string]any, chk loopgu
 }
 
 // abandonPause ends the pause of escID without a decision.
-func (h *Hub) abandonPause(session, escID string) {
-	if err := h.loop.AbandonPause(session, escID); err != nil {
-		h.log.Warn("loop breaker: ending an undecided pause", "session", session, "escalation_id", escID, "err", err)
+func (g *Gate) abandonPause(session, escID string) {
+	if err := g.loop.AbandonPause(session, escID); err != nil {
+		g.log.Warn("loop breaker: ending an undecided pause", "session", session, "escalation_id", escID, "err", err)
 	}
 }
 
@@ -180,7 +180,7 @@ func pauseArgs(escID, limit string, call json.RawMessage) json.RawMessage {
 
 // loopAfter tells the loop breaker what became of a call.
 func (c *call) loopAfter(status string) {
-	if c.h.loop == nil {
+	if c.g.loop == nil {
 		return
 	}
 	o := loopguard.Other
@@ -192,5 +192,5 @@ func (c *call) loopAfter(status string) {
 	case audit.OutcomeDenied:
 		o = loopguard.Denied
 	}
-	c.h.loop.After(c.sess.ID, o, c.h.now())
+	c.g.loop.After(c.sess.ID, o, c.g.now())
 }

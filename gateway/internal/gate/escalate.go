@@ -1,4 +1,4 @@
-package mcphub
+package gate
 
 import (
 	"context"
@@ -33,7 +33,7 @@ import (
 // When the hub shuts down the call stops waiting at once: the escalation
 // stays pending for the next gateway, and the agent is told to retry.
 func (c *call) escalate(ctx context.Context, ev policy.Evaluation, agentArgs map[string]any, dec *audit.ToolCallDecision, n Notifier) servers.Result {
-	h := c.h
+	g := c.g
 	req := escalation.Request{
 		CallID: c.id, SessionID: c.sess.ID, Kind: escalation.KindToolCall,
 		Server: c.e.server, Tool: c.e.tool, Args: audit.Redact(c.args),
@@ -43,32 +43,32 @@ func (c *call) escalate(ctx context.Context, ev policy.Evaluation, agentArgs map
 		RuleEscalation: ev.Decision.Compiled,
 		PolicyArgs:     policyArgs(ev.Policy),
 	}
-	if ann, ok := h.snapshot().Annotation(c.e.server, c.e.tool); ok {
+	if ann, ok := g.snapshot().Annotation(c.e.server, c.e.tool); ok {
 		req.Resource = pathResource(ann, agentArgs, ev.Policy) // resource.go
 	}
 	req.ID, req.Attach = c.escalationID(ctx, req)
 	escID := req.ID
 	dec.EscalationID = escID
-	if err := h.record(ctx, dec); err != nil {
+	if err := g.record(ctx, dec); err != nil {
 		return c.auditFailed(ctx, err)
 	}
 	notice := EscalationNotice{EscalationID: escID, Tool: c.e.key, Status: StatusPending, Reason: agentText(ev.Decision.Reason, "policy asks for a human")}
 	notify(ctx, n, notice)
 
-	waitStart := h.now()
+	waitStart := g.now()
 	wctx, cancelWait := context.WithCancelCause(ctx)
-	unwatch := context.AfterFunc(h.life.stopping, func() { cancelWait(errShuttingDown) })
-	stop := progressLoop(wctx, n, notice, h.cfg.ProgressEvery)
-	wctx, wspan := h.child(wctx, spanEscalation)
-	res, err := h.esc.Escalate(wctx, req)
+	unwatch := context.AfterFunc(g.life.stopping, func() { cancelWait(errShuttingDown) })
+	stop := progressLoop(wctx, n, notice, g.cfg.ProgressEvery)
+	wctx, wspan := g.child(wctx, spanEscalation)
+	res, err := g.esc.Escalate(wctx, req)
 	c.endWait(wspan, escID, res, err)
 	stop()
 	unwatch()
 	interrupted := err != nil && (errors.Is(context.Cause(wctx), errShuttingDown) || errors.Is(err, escalation.ErrShuttingDown))
 	cancelWait(nil)
-	c.waited = h.now().Sub(waitStart)
+	c.waited = g.now().Sub(waitStart)
 	if res.ID != "" && res.ID != escID {
-		h.log.WarnContext(ctx, "escalator used its own escalation id", "call_id", c.id, "want", escID, "got", res.ID)
+		g.log.WarnContext(ctx, "escalator used its own escalation id", "call_id", c.id, "want", escID, "got", res.ID)
 		escID = res.ID
 		notice.EscalationID = escID
 	}
@@ -117,16 +117,16 @@ func (c *call) escalate(ctx context.Context, ev policy.Evaluation, agentArgs map
 // call's (attach) when the Escalator finds one, else a new id. A failed
 // lookup opens a new escalation: the call then asks a human.
 func (c *call) escalationID(ctx context.Context, req escalation.Request) (id string, attach bool) {
-	if r, ok := c.h.esc.(escalation.Reuser); ok && len(req.Exact) > 0 {
+	if r, ok := c.g.esc.(escalation.Reuser); ok && len(req.Exact) > 0 {
 		id, err := r.Reusable(ctx, req)
 		switch {
 		case err != nil:
-			c.h.log.Warn("looking for an identical call's escalation failed; asking again", "call_id", c.id, "tool", c.e.key, "err", err)
+			c.g.log.Warn("looking for an identical call's escalation failed; asking again", "call_id", c.id, "tool", c.e.key, "err", err)
 		case id != "":
 			return id, true
 		}
 	}
-	return c.h.newID(), false
+	return c.g.newID(), false
 }
 
 // exactCall is the exact call an escalation is for: the agent's arguments and

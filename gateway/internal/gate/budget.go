@@ -1,4 +1,4 @@
-package mcphub
+package gate
 
 import (
 	"context"
@@ -26,8 +26,8 @@ func (c *call) chargeBudget(ctx context.Context, args map[string]any) (servers.R
 	}
 	var err error
 	var used, limit int64
-	if ch, ok := c.h.auth.(session.ToolCallCharger); ok {
-		used, limit, err = ch.ChargeToolCall(ctx, c.sess.ID)
+	if c.g.charger != nil {
+		used, limit, err = c.g.charger.ChargeToolCall(ctx, c.sess.ID)
 	} else {
 		err = session.ErrNoCharger
 	}
@@ -41,7 +41,7 @@ func (c *call) chargeBudget(ctx context.Context, args map[string]any) (servers.R
 	} else {
 		d.Reason = "the gateway could not check the session's tool-call budget"
 		d.Detail = err.Error()
-		c.h.log.Warn("tool-call budget not checked; call refused", "session", c.sess.ID, "call_id", c.id, "err", err)
+		c.g.log.Warn("tool-call budget not checked; call refused", "session", c.sess.ID, "call_id", c.id, "err", err)
 	}
 	return c.deny(ctx, c.decision(d, nil)), true
 }

@@ -1,4 +1,4 @@
-package mcphub
+package gate
 
 import (
 	"context"
@@ -31,21 +31,21 @@ const (
 // startCall starts the span of one tool call (a new trace: trace context
 // from the agent is never used) and returns the context the call runs in.
 // Its attributes are names and ids, never arguments: see package tracing.
-func (h *Hub) startCall(ctx context.Context, sessionID string) (context.Context, trace.Span) {
-	if h.tracingOff {
+func (g *Gate) startCall(ctx context.Context, sessionID string) (context.Context, trace.Span) {
+	if g.tracingOff {
 		return ctx, noSpan
 	}
-	return h.tracer.Start(ctx, spanCall, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
+	return g.tracer.Start(ctx, spanCall, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(tracing.SessionID.String(sessionID)))
 }
 
 // child starts a child span of ctx's span, or does nothing when that span
 // does not record (tracing off: no allocation on the hot path).
-func (h *Hub) child(ctx context.Context, name string) (context.Context, trace.Span) {
+func (g *Gate) child(ctx context.Context, name string) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, noSpan
 	}
-	return h.tracer.Start(ctx, name)
+	return g.tracer.Start(ctx, name)
 }
 
 // noSpan is the span of an untraced step.
@@ -55,7 +55,7 @@ var noSpan = trace.SpanFromContext(context.Background())
 // for the decision record.
 func (c *call) traced(ctx context.Context) {
 	c.span = trace.SpanFromContext(ctx)
-	if c.h.tracingOff {
+	if c.g.tracingOff {
 		c.span = noSpan // a span in ctx is someone else's
 	}
 	if !c.span.IsRecording() {
@@ -67,7 +67,7 @@ func (c *call) traced(ctx context.Context) {
 
 // evaluate runs the policy under a child span that records the decision.
 func (c *call) evaluate(ctx context.Context, eval func(context.Context) policy.Evaluation) policy.Evaluation {
-	ctx, span := c.h.child(ctx, spanPolicy)
+	ctx, span := c.g.child(ctx, spanPolicy)
 	ev := eval(ctx)
 	if span.IsRecording() {
 		span.SetAttributes(decisionAttrs(ev.Decision)...)
@@ -85,12 +85,12 @@ func decisionAttrs(d policy.Decision) []attribute.KeyValue {
 
 // auditSpan is the child span of writing e: the write-ahead decision or
 // the outcome (other events are not the hub's).
-func (h *Hub) auditSpan(ctx context.Context, e audit.Event) (context.Context, trace.Span) {
+func (g *Gate) auditSpan(ctx context.Context, e audit.Event) (context.Context, trace.Span) {
 	switch e.(type) {
 	case *audit.ToolCallDecision:
-		return h.child(ctx, spanDecision)
+		return g.child(ctx, spanDecision)
 	case *audit.ToolCallOutcome:
-		return h.child(ctx, spanOutcome)
+		return g.child(ctx, spanOutcome)
 	}
 	return ctx, noSpan
 }

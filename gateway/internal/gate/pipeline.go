@@ -1,4 +1,4 @@
-package mcphub
+package gate
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-// CallRequest is one tool call as the agent made it.
-type CallRequest struct {
+// ToolCall is one tool call as the agent made it.
+type ToolCall struct {
 	Session session.Session
 	// Tool is the exposed name, "server__tool".
 	Tool string
@@ -33,7 +33,7 @@ type CallRequest struct {
 
 // call is the state of one call going through the pipeline.
 type call struct {
-	h      *Hub
+	g      *Gate
 	e      *toolEntry
 	sess   session.Session
 	id     string
@@ -55,20 +55,20 @@ type call struct {
 // Call runs one tool call through the pipeline and returns what the agent
 // sees. It never returns a Go error: every failure becomes a short IsError
 // result, and every path that does not run the tool refuses.
-func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
-	defer h.life.enter()()
-	start := h.now()
-	ctx, span := h.startCall(ctx, r.Session.ID)
+func (g *Gate) CallTool(ctx context.Context, r ToolCall) servers.Result {
+	defer g.life.enter()()
+	start := g.now()
+	ctx, span := g.startCall(ctx, r.Session.ID)
 	defer span.End()
-	e, ok := h.tools[r.Tool]
+	e, ok := g.tools[r.Tool]
 	if !ok {
-		return h.recordUnknown(ctx, r.Session, r.Tool)
+		return g.RefuseUnknown(ctx, r.Session, r.Tool)
 	}
-	pol := h.snapshot()
-	c := &call{h: h, e: e, sess: r.Session, id: h.newID(), start: start, policyVersion: policyVersion(pol)}
+	pol := g.snapshot()
+	c := &call{g: g, e: e, sess: r.Session, id: g.newID(), start: start, policyVersion: policyVersion(pol)}
 	c.traced(ctx)
-	h.recheckOnReload(c.policyVersion)
-	if why, hidden := h.pins.changed(e.key); hidden {
+	g.recheckOnReload(c.policyVersion)
+	if why, hidden := g.pins.changed(e.key); hidden {
 		return c.refuseChanged(ctx, r.Args, why) // pins.go
 	}
 	if ac, ok := pol.(argumentChecker); ok {
@@ -90,11 +90,11 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 	}
 	ev := c.decide(ctx, pol, r)
 	dec := c.decision(ev.Decision, ev.Shadow)
-	h.metrics.Decision(e.server, e.tool, ev.Decision.Status.String())
+	g.metrics.Decision(e.server, e.tool, ev.Decision.Status.String())
 
 	switch ev.Decision.Status {
 	case policy.Allow:
-		if err := h.record(ctx, dec); err != nil {
+		if err := g.record(ctx, dec); err != nil {
 			return c.auditFailed(ctx, err)
 		}
 		return c.forward(ctx, ev, false)
@@ -109,10 +109,10 @@ func (h *Hub) Call(ctx context.Context, r CallRequest) servers.Result {
 // CPU-heavy stretch of a call: it runs in a fair slot (admission.go). A
 // push is decided outside one: its check reads the repository and may
 // wait on git.
-func (c *call) decide(ctx context.Context, pol Policy, r CallRequest) policy.Evaluation {
+func (c *call) decide(ctx context.Context, pol Policy, r ToolCall) policy.Evaluation {
 	e := c.e
 	if !policy.IsPushTool(e.server, e.tool) {
-		leave, err := c.h.fair.enter(ctx, r.Session.ID)
+		leave, err := c.g.fair.enter(ctx, r.Session.ID)
 		if err != nil {
 			c.args = marshalArgs(r.Args)
 			return policy.Evaluation{Decision: policy.Decision{Status: policy.Deny, Rule: policy.RuleInternalError, Reason: "the call was cancelled before policy decided"}}
@@ -133,7 +133,7 @@ func (c *call) decide(ctx context.Context, pol Policy, r CallRequest) policy.Eva
 // decision builds the write-ahead record of d.
 func (c *call) decision(d policy.Decision, shadow *policy.Decision) *audit.ToolCallDecision {
 	dec := &audit.ToolCallDecision{
-		CallID: c.id, SessionID: c.sess.ID, Time: c.h.now(),
+		CallID: c.id, SessionID: c.sess.ID, Time: c.g.now(),
 		Server: c.e.server, Tool: c.e.tool, Args: c.args,
 		Decision: d.Status.String(), Rule: d.Rule, Reason: d.Reason, Detail: d.Detail,
 		PolicyVersion: c.policyVersion, TraceID: c.traceID,
@@ -150,7 +150,7 @@ func (c *call) decision(d policy.Decision, shadow *policy.Decision) *audit.ToolC
 // deny records a refusal by policy; nothing runs, so a failure to record is
 // logged, not shown.
 func (c *call) deny(ctx context.Context, dec *audit.ToolCallDecision) servers.Result {
-	c.h.recordAfter(ctx, dec)
+	c.g.recordAfter(ctx, dec)
 	msg := fmt.Sprintf("refused %s: %s", c.e.key, agentText(dec.Reason, "policy does not allow it"))
 	return c.finish(ctx, audit.OutcomeDenied, servers.ToolError(msg), "", 0, false)
 }
@@ -159,8 +159,8 @@ func (c *call) deny(ctx context.Context, dec *audit.ToolCallDecision) servers.Re
 // the database is down every call comes here: the log gets a summary
 // (auditLog), not a line per call.
 func (c *call) auditFailed(ctx context.Context, err error) servers.Result {
-	c.h.alog.refused.Fail(1, err)
-	c.h.log.DebugContext(ctx, "audit decision not recorded; call refused", "call_id", c.id, "tool", c.e.key, "err", err)
+	c.g.alog.refused.Fail(1, err)
+	c.g.log.DebugContext(ctx, "audit decision not recorded; call refused", "call_id", c.id, "tool", c.e.key, "err", err)
 	msg := fmt.Sprintf("refused %s: the gateway could not record the call in its audit log, so it did not run; tell the operator (call %s)", c.e.key, c.id)
 	return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "audit: "+err.Error(), 0, false)
 }
@@ -180,8 +180,8 @@ type served struct {
 // does: its approval is used), and calls still running when the shutdown
 // grace ends are cancelled.
 func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool) servers.Result {
-	h := c.h
-	if h.life.aborting.Err() != nil || (!approved && h.life.stopping.Err() != nil) {
+	g := c.g
+	if g.life.aborting.Err() != nil || (!approved && g.life.stopping.Err() != nil) {
 		msg := fmt.Sprintf("%s did not run: the gateway is restarting; retry the call in a moment (call %s)", c.e.key, c.id)
 		return c.finish(ctx, audit.OutcomeRefused, servers.ToolError(msg), "gateway shutting down; the call did not start", 0, false)
 	}
@@ -193,10 +193,10 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 		CallID: c.id, SessionID: c.sess.ID, Approved: approved,
 		PolicyArgs: ev.Policy, Push: ev.Push,
 	})
-	cctx, cancel := context.WithTimeout(cctx, h.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(cctx, g.cfg.CallTimeout)
 	defer cancel()
-	defer context.AfterFunc(h.life.aborting, cancel)()
-	cctx, c.exec = h.child(cctx, spanExecute)
+	defer context.AfterFunc(g.life.aborting, cancel)()
+	cctx, c.exec = g.child(cctx, spanExecute)
 	done := make(chan served, 1)
 	c.ran = true
 	go func() {
@@ -218,7 +218,7 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 	select {
 	case out = <-done:
 	case <-cctx.Done():
-		if h.life.aborting.Err() != nil && ctx.Err() == nil {
+		if g.life.aborting.Err() != nil && ctx.Err() == nil {
 			msg := fmt.Sprintf("%s was interrupted because the gateway is restarting (call %s); it may have partly taken effect: check before retrying", c.e.key, c.id)
 			return c.finish(ctx, audit.OutcomeError, servers.ToolError(msg), "gateway shutting down: cancelled after the shutdown grace", 0, false)
 		}
@@ -226,15 +226,15 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 			msg := fmt.Sprintf("%s was cancelled (call %s)", c.e.key, c.id)
 			return c.finish(ctx, audit.OutcomeError, servers.ToolError(msg), "cancelled by the client", 0, false)
 		}
-		msg := fmt.Sprintf("%s did not finish within %s and was abandoned (call %s)", c.e.key, h.cfg.CallTimeout, c.id)
+		msg := fmt.Sprintf("%s did not finish within %s and was abandoned (call %s)", c.e.key, g.cfg.CallTimeout, c.id)
 		return c.finish(ctx, audit.OutcomeTimedOut, servers.ToolError(msg), "timed out", 0, false)
 	}
 	if out.err != nil {
-		h.log.WarnContext(ctx, "tool failed in the gateway", "call_id", c.id, "tool", c.e.key, "err", out.err)
+		g.log.WarnContext(ctx, "tool failed in the gateway", "call_id", c.id, "tool", c.e.key, "err", out.err)
 		msg := fmt.Sprintf("%s failed inside the gateway (call %s); the operator can find the detail in the audit log", c.e.key, c.id)
 		return c.finish(ctx, audit.OutcomeError, servers.ToolError(msg), out.err.Error(), 0, false)
 	}
-	res, size, cut := capResult(out.res, h.cfg.MaxResultBytes)
+	res, size, cut := capResult(out.res, g.cfg.MaxResultBytes)
 	status := audit.OutcomeOK
 	detail := ""
 	if res.IsError {
@@ -246,14 +246,14 @@ func (c *call) forward(ctx context.Context, ev policy.Evaluation, approved bool)
 
 // finish records the outcome and the metrics and returns res.
 func (c *call) finish(ctx context.Context, status string, res servers.Result, errText string, size int, cut bool) servers.Result {
-	h := c.h
+	g := c.g
 	c.finishSpans(status, size)
-	elapsed := h.now().Sub(c.start) - c.waited
-	h.recordOutcome(ctx, &audit.ToolCallOutcome{
-		CallID: c.id, SessionID: c.sess.ID, Time: h.now(), Status: status,
+	elapsed := g.now().Sub(c.start) - c.waited
+	g.recordOutcome(ctx, &audit.ToolCallOutcome{
+		CallID: c.id, SessionID: c.sess.ID, Time: g.now(), Status: status,
 		Duration: elapsed, ResultBytes: size, Truncated: cut, Error: errText,
 	})
-	h.metrics.Outcome(c.e.server, c.e.tool, status, elapsed)
+	g.metrics.Outcome(c.e.server, c.e.tool, status, elapsed)
 	c.loopAfter(status)
 	return res
 }
@@ -268,20 +268,20 @@ const DefaultOutcomeWait = 2 * time.Second
 // effect). The audit sink keeps an outcome it cannot write in time (the
 // Postgres sink spools it); the hub's shutdown waits for the writes still
 // going on (they count as calls in the pipeline).
-func (h *Hub) recordOutcome(ctx context.Context, o *audit.ToolCallOutcome) {
-	leave := h.life.enter()
+func (g *Gate) recordOutcome(ctx context.Context, o *audit.ToolCallOutcome) {
+	leave := g.life.enter()
 	done := make(chan struct{})
 	go func() {
 		defer leave()
 		defer close(done)
-		h.recordAfter(ctx, o)
+		g.recordAfter(ctx, o)
 	}()
-	t := time.NewTimer(h.cfg.OutcomeWait)
+	t := time.NewTimer(g.cfg.OutcomeWait)
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-		h.alog.late.Fail(1, fmt.Errorf("outcome of call %s not recorded within %s", o.CallID, h.cfg.OutcomeWait))
+		g.alog.late.Fail(1, fmt.Errorf("outcome of call %s not recorded within %s", o.CallID, g.cfg.OutcomeWait))
 	}
 }
 
@@ -294,33 +294,33 @@ const DefaultDecisionWait = 5 * time.Second
 // waits for the answer, not run after the agent gave up (and retried). A
 // record that commits after the wait ended leaves a decision whose call
 // did not run; the sink records that outcome (audit.UnconfirmedDecision).
-func (h *Hub) record(ctx context.Context, e audit.Event) error {
-	ctx, span := h.auditSpan(ctx, e)
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.DecisionWait)
+func (g *Gate) record(ctx context.Context, e audit.Event) error {
+	ctx, span := g.auditSpan(ctx, e)
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.DecisionWait)
 	defer cancel()
-	if err := h.sink.Record(ctx, e); err != nil {
+	if err := g.sink.Record(ctx, e); err != nil {
 		endSpan(span, err)
 		return fmt.Errorf("recording audit event: %w", err)
 	}
 	span.End()
-	h.alog.refused.OK()
+	g.alog.refused.OK()
 	return nil
 }
 
 // recordAfter writes a record nothing waits on (a refusal, an outcome),
 // even when the client has gone; a failure is logged (summarised).
-func (h *Hub) recordAfter(ctx context.Context, e audit.Event) {
-	ctx, span := h.auditSpan(ctx, e)
-	err := h.sink.Record(context.WithoutCancel(ctx), e)
+func (g *Gate) recordAfter(ctx context.Context, e audit.Event) {
+	ctx, span := g.auditSpan(ctx, e)
+	err := g.sink.Record(context.WithoutCancel(ctx), e)
 	endSpan(span, err)
 	if err != nil {
-		h.alog.lost.Fail(1, err)
-		h.log.Debug("audit record failed", "event", fmt.Sprintf("%T", e), "err", err)
+		g.alog.lost.Fail(1, err)
+		g.log.Debug("audit record failed", "event", fmt.Sprintf("%T", e), "err", err)
 		return
 	}
-	h.alog.lost.OK()
+	g.alog.lost.OK()
 	if _, ok := e.(*audit.ToolCallOutcome); ok {
-		h.alog.late.OK()
+		g.alog.late.OK()
 	}
 }
 
@@ -341,44 +341,49 @@ func newAuditLog(log *slog.Logger, now func() time.Time) auditLog {
 	}
 }
 
-// recordUnknown refuses and records a call to a tool that is not exposed.
-func (h *Hub) recordUnknown(ctx context.Context, sess session.Session, name string) servers.Result {
-	defer h.life.enter()()
-	start := h.now()
-	name = safeName(name)
+// RefuseUnknown refuses and records a call to a tool that is not exposed.
+func (g *Gate) RefuseUnknown(ctx context.Context, sess session.Session, name string) servers.Result {
+	defer g.life.enter()()
+	start := g.now()
+	name = SafeName(name)
 	srv, tool, _ := strings.Cut(name, Separator)
-	id := h.newID()
+	id := g.newID()
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(tracing.CallID.String(id), tracing.Tool.String(tracing.Text(name)), tracing.Decision.String(policy.Deny.String()),
 			tracing.Rule.String(policy.RuleUnknownTool), tracing.Outcome.String(audit.OutcomeDenied))
 	}
-	h.metrics.Decision(metrics.UnknownServer, metrics.UnknownTool, policy.Deny.String())
-	h.recordAfter(ctx, &audit.ToolCallDecision{
+	g.metrics.Decision(metrics.UnknownServer, metrics.UnknownTool, policy.Deny.String())
+	g.recordAfter(ctx, &audit.ToolCallDecision{
 		CallID: id, SessionID: sess.ID, Time: start, Server: srv, Tool: tool, Args: json.RawMessage("{}"),
 		Decision: policy.Deny.String(), Rule: policy.RuleUnknownTool, Reason: "no such tool",
-		PolicyVersion: policyVersion(h.snapshot()), TraceID: tracing.TraceID(ctx),
+		PolicyVersion: policyVersion(g.snapshot()), TraceID: tracing.TraceID(ctx),
 	})
-	h.recordAfter(ctx, &audit.ToolCallOutcome{CallID: id, SessionID: sess.ID, Time: h.now(), Status: audit.OutcomeDenied, Duration: h.now().Sub(start)})
-	h.metrics.Outcome(metrics.UnknownServer, metrics.UnknownTool, audit.OutcomeDenied, h.now().Sub(start))
-	if h.loop != nil { // a denial in a row for the loop breaker (loop.go)
-		h.loop.After(sess.ID, loopguard.Denied, h.now())
+	g.recordAfter(ctx, &audit.ToolCallOutcome{CallID: id, SessionID: sess.ID, Time: g.now(), Status: audit.OutcomeDenied, Duration: g.now().Sub(start)})
+	g.metrics.Outcome(metrics.UnknownServer, metrics.UnknownTool, audit.OutcomeDenied, g.now().Sub(start))
+	if g.loop != nil { // a denial in a row for the loop breaker (loop.go)
+		g.loop.After(sess.ID, loopguard.Denied, g.now())
 	}
 	return servers.ToolError(fmt.Sprintf("refused %s: there is no such tool", name))
 }
 
-// refuseBadArgs refuses a call whose arguments are not a JSON object.
-func (h *Hub) refuseBadArgs(ctx context.Context, sess session.Session, e *toolEntry, sent any) servers.Result {
-	defer h.life.enter()()
-	ctx, span := h.startCall(ctx, sess.ID)
+// RefuseBadArgs refuses a call of an exposed tool (key) whose arguments
+// are not a JSON object; sent is what the agent sent, recorded as it was.
+func (g *Gate) RefuseBadArgs(ctx context.Context, sess session.Session, key string, sent any) servers.Result {
+	e, ok := g.tools[key]
+	if !ok {
+		return g.RefuseUnknown(ctx, sess, key)
+	}
+	defer g.life.enter()()
+	ctx, span := g.startCall(ctx, sess.ID)
 	defer span.End()
 	// Record what was sent (an array, a string, a number), not null.
 	recorded, err := json.Marshal(sent)
 	if err != nil {
 		recorded, _ = json.Marshal(map[string]string{"_unencodable": err.Error()})
 	}
-	c := &call{h: h, e: e, sess: sess, id: h.newID(), start: h.now(), args: recorded, policyVersion: policyVersion(h.snapshot())}
+	c := &call{g: g, e: e, sess: sess, id: g.newID(), start: g.now(), args: recorded, policyVersion: policyVersion(g.snapshot())}
 	c.traced(ctx)
-	h.metrics.Decision(e.server, e.tool, policy.Deny.String())
+	g.metrics.Decision(e.server, e.tool, policy.Deny.String())
 	d := policy.Decision{Status: policy.Deny, Rule: policy.RuleInvalidArgument, Reason: "the arguments must be a JSON object"}
 	return c.deny(ctx, c.decision(d, nil))
 }
@@ -402,11 +407,12 @@ func agentText(s, def string) string {
 	if s == "" {
 		return def
 	}
-	return cutText(s, 500)
+	return CutText(s, 500)
 }
 
-// safeName is an agent-chosen tool name fit for a message and a record.
-func safeName(s string) string {
+// SafeName is an agent-chosen name fit for a message and a record: valid
+// UTF-8, no control characters, at most 128 bytes.
+func SafeName(s string) string {
 	s = strings.ToValidUTF8(s, "?")
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
@@ -414,10 +420,11 @@ func safeName(s string) string {
 		}
 		return r
 	}, s)
-	return cutText(s, 128)
+	return CutText(s, 128)
 }
 
-func cutText(s string, n int) string {
+// CutText cuts s to at most n bytes on a character boundary, marking the cut.
+func CutText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -430,7 +437,7 @@ func cutText(s string, n int) string {
 func firstText(r servers.Result, n int) string {
 	for _, c := range r.Content {
 		if c.Type == "text" {
-			return cutText(c.Text, n)
+			return CutText(c.Text, n)
 		}
 	}
 	return ""

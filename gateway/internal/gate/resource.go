@@ -1,4 +1,4 @@
-package mcphub
+package gate
 
 import (
 	"strconv"

@@ -1,4 +1,4 @@
-package mcphub
+package gate
 
 import (
 	"context"
@@ -44,12 +44,12 @@ func (c *call) refuseUnknownArgument(ctx context.Context, args map[string]any, f
 	}
 	names := make([]string, len(unknown))
 	for i, n := range unknown {
-		names[i] = safeName(n)
+		names[i] = SafeName(n)
 	}
 	rec["_unknown_arguments"] = names
 	c.args = marshalArgs(rec)
-	c.h.metrics.Decision(c.e.server, c.e.tool, policy.Deny.String())
+	c.g.metrics.Decision(c.e.server, c.e.tool, policy.Deny.String())
 	d := policy.Decision{Status: policy.Deny, Rule: policy.RuleUnknownArgument,
-		Reason: fmt.Sprintf("argument %q is not part of %s/%s", safeName(first), c.e.server, c.e.tool)}
+		Reason: fmt.Sprintf("argument %q is not part of %s/%s", SafeName(first), c.e.server, c.e.tool)}
 	return c.deny(ctx, c.decision(d, nil))
 }

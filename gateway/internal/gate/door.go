@@ -1,4 +1,4 @@
-package mcphub
+package gate
 
 import (
 	"context"
@@ -12,18 +12,18 @@ import (
 
 // WirePolicy decides a git push received over the wire (the git HTTP door);
 // *policy.Engine implements it. The hub's Policy must implement it for
-// DoorCall.Push to be allowed.
+// Call.Push to be allowed.
 type WirePolicy interface {
 	EvaluateWirePush(ctx context.Context, w policy.WirePush) policy.Evaluation
 }
 
 var _ WirePolicy = (*policy.Engine)(nil)
 
-// DoorCall is an action that reaches the gateway through another door than
+// Call is an action that reaches the gateway through another door than
 // /mcp (the git smart HTTP door). It goes through the one pipeline as a call
 // of Tool: the same policy engine, escalation queue and audit sink, one
 // write-ahead decision and one outcome, with Run in place of the server.
-type DoorCall struct {
+type Call struct {
 	Session session.Session
 	// Tool is the exposed tool the action counts as ("git__push",
 	// "git__fetch"); it must be exposed by the hub.
@@ -47,8 +47,8 @@ type DoorCall struct {
 	Run func(ctx context.Context) (servers.Result, error)
 }
 
-// DoorResult is what became of a DoorCall.
-type DoorResult struct {
+// Result is what became of a Call.
+type Result struct {
 	// CallID names the call's audit records.
 	CallID string
 	// Decision is the policy's (or the door's) decision.
@@ -60,26 +60,26 @@ type DoorResult struct {
 	Result servers.Result
 }
 
-// Door runs one DoorCall through the pipeline: decision (policy, or the
+// Door runs one Call through the pipeline: decision (policy, or the
 // door's own refusal) → escalation → write-ahead record → Run → outcome.
 // Every error path refuses and is recorded.
-func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
-	defer h.life.enter()()
-	ctx, span := h.startCall(ctx, d.Session.ID)
+func (g *Gate) Do(ctx context.Context, d Call) Result {
+	defer g.life.enter()()
+	ctx, span := g.startCall(ctx, d.Session.ID)
 	defer span.End()
-	e, ok := h.tools[d.Tool]
+	e, ok := g.tools[d.Tool]
 	if !ok {
-		res := h.recordUnknown(ctx, d.Session, d.Tool)
-		return DoorResult{Decision: policy.Decision{Status: policy.Deny, Rule: policy.RuleUnknownTool, Reason: "no such tool"}, Result: res}
+		res := g.RefuseUnknown(ctx, d.Session, d.Tool)
+		return Result{Decision: policy.Decision{Status: policy.Deny, Rule: policy.RuleUnknownTool, Reason: "no such tool"}, Result: res}
 	}
-	pol := h.snapshot()
-	c := &call{h: h, e: e, sess: d.Session, id: h.newID(), start: h.now(), run: d.Run, policyVersion: policyVersion(pol)}
+	pol := g.snapshot()
+	c := &call{g: g, e: e, sess: d.Session, id: g.newID(), start: g.now(), run: d.Run, policyVersion: policyVersion(pol)}
 	c.traced(ctx)
 	if res, stop := c.loopGate(ctx, withRecord(d.Args, d.Record), d.Notify); stop { // loop.go
-		return DoorResult{CallID: c.id, Decision: policy.Decision{Status: policy.Deny, Rule: RuleLoopBreaker, Reason: firstText(res, 500)}, Result: res}
+		return Result{CallID: c.id, Decision: policy.Decision{Status: policy.Deny, Rule: RuleLoopBreaker, Reason: firstText(res, 500)}, Result: res}
 	}
 	if res, refused := c.chargeBudget(ctx, withRecord(d.Args, d.Record)); refused { // budget.go
-		return DoorResult{CallID: c.id, Decision: policy.Decision{Status: policy.Deny, Rule: RuleSessionBudget, Reason: firstText(res, 500)}, Result: res}
+		return Result{CallID: c.id, Decision: policy.Decision{Status: policy.Deny, Rule: RuleSessionBudget, Reason: firstText(res, 500)}, Result: res}
 	}
 	var ev policy.Evaluation
 	switch {
@@ -114,12 +114,12 @@ func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 	}
 	c.args = marshalArgs(withRecord(ev.Policy, d.Record))
 	dec := c.decision(ev.Decision, ev.Shadow)
-	h.metrics.Decision(e.server, e.tool, ev.Decision.Status.String())
+	g.metrics.Decision(e.server, e.tool, ev.Decision.Status.String())
 
 	var res servers.Result
 	switch ev.Decision.Status {
 	case policy.Allow:
-		if err := h.record(ctx, dec); err != nil {
+		if err := g.record(ctx, dec); err != nil {
 			res = c.auditFailed(ctx, err)
 			break
 		}
@@ -127,11 +127,11 @@ func (h *Hub) Door(ctx context.Context, d DoorCall) DoorResult {
 	case policy.Escalate:
 		res = c.escalate(ctx, ev, d.Args, dec, d.Notify)
 	default:
-		c.h.recordAfter(ctx, dec)
+		c.g.recordAfter(ctx, dec)
 		msg := fmt.Sprintf("refused: %s", agentText(dec.Reason, "policy does not allow it"))
 		res = c.finish(ctx, audit.OutcomeDenied, servers.ToolError(msg), "", 0, false)
 	}
-	return DoorResult{CallID: c.id, Decision: ev.Decision, Ran: c.ran, Result: res}
+	return Result{CallID: c.id, Decision: ev.Decision, Ran: c.ran, Result: res}
 }
 
 // withRecord merges what the door says about the request into the recorded
