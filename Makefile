@@ -174,6 +174,10 @@ fuzz: ## run every fuzzer (or those matching FUZZ=regexp) for FUZZTIME (default 
 bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=200ms) with allocation counts
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem $(GOTESTFLAGS) $(PKGS)
 
+.PHONY: bench-compare
+bench-compare: ## hot-path benchmarks of this tree against the pinned baseline (scripts/bench-baseline; BASE=commit, REPS=5, BENCH_FILTER=regexp, BENCH_FAIL=1), interleaved, one table
+	@GO=$(GO) scripts/bench-compare.sh
+
 .PHONY: bench-egress
 bench-egress: ## egress proxy side by side: direct, ours, a bare relay, smokescreen (pinned, built in a temp dir), Squid (docs/egress.md); not part of test
 	@scripts/prereqs.sh bench-egress
