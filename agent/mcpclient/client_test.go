@@ -221,3 +221,29 @@ func TestParseEscalation(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionKeepsEventStream: the client holds the standalone event
+// stream open, which marks its MCP session in use at the gateway (an idle
+// session is ended; an agent waiting on its model is not idle).
+func TestSessionKeepsEventStream(t *testing.T) {
+	srv := mcptest.Start(testToken)
+	defer srv.Close()
+	c, err := Connect(context.Background(), Config{URL: srv.URL, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Streams() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the client opened no event stream")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.ServerName() != "ironcurtain-test-gateway" {
+		t.Errorf("ServerName() = %q", c.ServerName())
+	}
+	if err := c.Ping(context.Background(), 5*time.Second); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+}
