@@ -1,4 +1,4 @@
-package llmrelay
+package llmprovider
 
 import (
 	"sort"
@@ -21,8 +21,8 @@ type Price struct {
 	CacheReadPerMTok  float64
 }
 
-// price builds a Price with the default cache multipliers.
-func price(in, out float64) Price {
+// NewPrice builds a Price with the default cache multipliers.
+func NewPrice(in, out float64) Price {
 	return Price{InputPerMTok: in, OutputPerMTok: out, CacheWritePerMTok: -1, CacheReadPerMTok: -1}
 }
 
@@ -32,53 +32,55 @@ func price(in, out float64) Price {
 // invoices; override or extend them with relay.prices in gateway.yaml.
 var DefaultPrices = map[string]Price{
 	// Anthropic
-	"claude-opus-4-5":   price(5, 25),
-	"claude-opus-4-1":   price(15, 75),
-	"claude-opus-4":     price(15, 75),
-	"claude-sonnet-4-5": price(3, 15),
-	"claude-sonnet-4":   price(3, 15),
-	"claude-haiku-4-5":  price(1, 5),
-	"claude-3-7-sonnet": price(3, 15),
-	"claude-3-5-sonnet": price(3, 15),
-	"claude-3-5-haiku":  price(0.8, 4),
-	"claude-3-opus":     price(15, 75),
-	"claude-3-haiku":    price(0.25, 1.25),
+	"claude-opus-4-5":   NewPrice(5, 25),
+	"claude-opus-4-1":   NewPrice(15, 75),
+	"claude-opus-4":     NewPrice(15, 75),
+	"claude-sonnet-4-5": NewPrice(3, 15),
+	"claude-sonnet-4":   NewPrice(3, 15),
+	"claude-haiku-4-5":  NewPrice(1, 5),
+	"claude-3-7-sonnet": NewPrice(3, 15),
+	"claude-3-5-sonnet": NewPrice(3, 15),
+	"claude-3-5-haiku":  NewPrice(0.8, 4),
+	"claude-3-opus":     NewPrice(15, 75),
+	"claude-3-haiku":    NewPrice(0.25, 1.25),
 	// OpenAI
-	"gpt-5":                  price(1.25, 10),
-	"gpt-5-mini":             price(0.25, 2),
-	"gpt-5-nano":             price(0.05, 0.4),
-	"gpt-5-pro":              price(15, 120),
-	"gpt-4.1":                price(2, 8),
-	"gpt-4.1-mini":           price(0.4, 1.6),
-	"gpt-4.1-nano":           price(0.1, 0.4),
-	"gpt-4o":                 price(2.5, 10),
-	"gpt-4o-mini":            price(0.15, 0.6),
-	"gpt-4-turbo":            price(10, 30),
-	"gpt-4":                  price(30, 60),
-	"gpt-3.5-turbo":          price(0.5, 1.5),
-	"o1":                     price(15, 60),
-	"o1-mini":                price(1.1, 4.4),
-	"o1-pro":                 price(150, 600),
-	"o3":                     price(2, 8),
-	"o3-pro":                 price(20, 80),
-	"o3-mini":                price(1.1, 4.4),
-	"o4-mini":                price(1.1, 4.4),
-	"text-embedding-3-small": price(0.02, 0),
-	"text-embedding-3-large": price(0.13, 0),
+	"gpt-5":                  NewPrice(1.25, 10),
+	"gpt-5-mini":             NewPrice(0.25, 2),
+	"gpt-5-nano":             NewPrice(0.05, 0.4),
+	"gpt-5-pro":              NewPrice(15, 120),
+	"gpt-4.1":                NewPrice(2, 8),
+	"gpt-4.1-mini":           NewPrice(0.4, 1.6),
+	"gpt-4.1-nano":           NewPrice(0.1, 0.4),
+	"gpt-4o":                 NewPrice(2.5, 10),
+	"gpt-4o-mini":            NewPrice(0.15, 0.6),
+	"gpt-4-turbo":            NewPrice(10, 30),
+	"gpt-4":                  NewPrice(30, 60),
+	"gpt-3.5-turbo":          NewPrice(0.5, 1.5),
+	"o1":                     NewPrice(15, 60),
+	"o1-mini":                NewPrice(1.1, 4.4),
+	"o1-pro":                 NewPrice(150, 600),
+	"o3":                     NewPrice(2, 8),
+	"o3-pro":                 NewPrice(20, 80),
+	"o3-mini":                NewPrice(1.1, 4.4),
+	"o4-mini":                NewPrice(1.1, 4.4),
+	"text-embedding-3-small": NewPrice(0.02, 0),
+	"text-embedding-3-large": NewPrice(0.13, 0),
 }
 
-// priceTable finds a model's price by its longest matching prefix. A key
+// PriceTable finds a model's price by its longest matching prefix. A key
 // matches a model that equals it or continues it after '-', '@' or ':'
 // ("claude-sonnet-4-5" matches "claude-sonnet-4-5-20250929"; "gpt-4o"
 // does not match "gpt-4o-mini" when that has its own entry, and "gpt-4"
 // never matches "gpt-4o"). Matching ignores case.
-type priceTable struct {
+type PriceTable struct {
 	keys   []string // lower-cased, longest first
 	prices map[string]Price
 }
 
-func newPriceTable(overrides map[string]Price) *priceTable {
-	t := &priceTable{prices: make(map[string]Price, len(DefaultPrices)+len(overrides))}
+// NewPriceTable returns DefaultPrices with overrides added or replacing
+// entries (keys match in any case).
+func NewPriceTable(overrides map[string]Price) *PriceTable {
+	t := &PriceTable{prices: make(map[string]Price, len(DefaultPrices)+len(overrides))}
 	for k, p := range DefaultPrices {
 		t.prices[strings.ToLower(k)] = p
 	}
@@ -97,9 +99,9 @@ func newPriceTable(overrides map[string]Price) *priceTable {
 	return t
 }
 
-// lookup returns the matching key and its price; ok is false for a model
+// Lookup returns the matching key and its price; ok is false for a model
 // the table does not know.
-func (t *priceTable) lookup(model string) (key string, p Price, ok bool) {
+func (t *PriceTable) Lookup(model string) (key string, p Price, ok bool) {
 	m := strings.ToLower(model)
 	for _, k := range t.keys {
 		if len(m) < len(k) || m[:len(k)] != k {
@@ -112,8 +114,9 @@ func (t *priceTable) lookup(model string) (key string, p Price, ok bool) {
 	return "", Price{}, false
 }
 
-// cost estimates the price of u in US dollars.
-func (p Price) cost(u Usage) float64 {
+// Cost estimates the price in US dollars of a call's tokens: input (not
+// cached), cache writes, cache reads and output.
+func (p Price) Cost(input, cacheWrite, cacheRead, output int64) float64 {
 	cw, cr := p.CacheWritePerMTok, p.CacheReadPerMTok
 	if cw < 0 {
 		cw = p.InputPerMTok * DefaultCacheWriteFactor
@@ -121,6 +124,17 @@ func (p Price) cost(u Usage) float64 {
 	if cr < 0 {
 		cr = p.InputPerMTok * DefaultCacheReadFactor
 	}
-	return (float64(u.Input)*p.InputPerMTok + float64(u.CacheWrite)*cw +
-		float64(u.CacheRead)*cr + float64(u.Output)*p.OutputPerMTok) / 1e6
+	return (float64(input)*p.InputPerMTok + float64(cacheWrite)*cw +
+		float64(cacheRead)*cr + float64(output)*p.OutputPerMTok) / 1e6
+}
+
+// EstimateCost estimates a model call's price in US dollars from the price
+// table (DefaultPrices, then prices). ok is false for a model the table
+// does not know.
+func EstimateCost(prices map[string]Price, model string, inputTokens, outputTokens int64) (cost float64, ok bool) {
+	_, p, ok := NewPriceTable(prices).Lookup(model)
+	if !ok {
+		return 0, false
+	}
+	return p.Cost(inputTokens, 0, 0, outputTokens), true
 }
