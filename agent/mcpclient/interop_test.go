@@ -91,24 +91,7 @@ func TestInteropOfficialServer(t *testing.T) {
 		t.Errorf("ServerName() = %q", c.ServerName())
 	}
 
-	tools, err := c.Tools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tools) != 1 {
-		t.Fatalf("got %d tools, want 1", len(tools))
-	}
-	var got, want any
-	if err := json.Unmarshal(tools[0].InputSchema, &got); err != nil {
-		t.Fatal(err)
-	}
-	_ = json.Unmarshal([]byte(interopSchema), &want)
-	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
-		t.Errorf("input schema = %s, want %s", g, w)
-	}
-	if !strings.Contains(string(tools[0].OutputSchema), `"moved"`) {
-		t.Errorf("output schema lost: %s", tools[0].OutputSchema)
-	}
+	checkInteropTools(t, ctx, c)
 
 	decide <- true
 	res, err := c.Call(ctx, "filesystem__move_file", map[string]any{"source": "/workspace/a"})
@@ -138,6 +121,30 @@ func TestInteropOfficialServer(t *testing.T) {
 	}
 	if len(progress) == 0 || !strings.HasPrefix(progress[0], "filesystem__move_file: escalation esc-7: pending") {
 		t.Errorf("progress = %q", progress)
+	}
+}
+
+// checkInteropTools checks the official server's tool list as the client
+// reads it: one tool, its input schema whole, its output schema present.
+func checkInteropTools(t *testing.T, ctx context.Context, c *Client) {
+	t.Helper()
+	tools, err := c.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != 1 {
+		t.Fatalf("got %d tools, want 1", len(tools))
+	}
+	var got, want any
+	if err := json.Unmarshal(tools[0].InputSchema, &got); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal([]byte(interopSchema), &want)
+	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+		t.Errorf("input schema = %s, want %s", g, w)
+	}
+	if !strings.Contains(string(tools[0].OutputSchema), `"moved"`) {
+		t.Errorf("output schema lost: %s", tools[0].OutputSchema)
 	}
 }
 
