@@ -10,11 +10,13 @@
 package mcpclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -119,7 +121,8 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		rt = DirectTransport()
 	}
 	httpClient := *base
-	httpClient.Transport = bearerTransport{token: cfg.Token, base: rt}
+	refusals := &lastRefusal{}
+	httpClient.Transport = bearerTransport{token: cfg.Token, base: rt, refusals: refusals}
 
 	tr, err := transport.NewStreamableHTTP(cfg.URL,
 		transport.WithHTTPBasicClient(&httpClient),
@@ -142,6 +145,11 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}})
 	if err != nil {
 		_ = c.client.Close()
+		if r := refusals.get(); r != "" && errors.Is(err, transport.ErrLegacySSEServer) {
+			// mcp-go reads any 4xx to initialize as "a legacy SSE server";
+			// the gateway's answer says what happened (a session cap, ...).
+			return nil, fmt.Errorf("connecting to the gateway MCP endpoint: %s", r)
+		}
 		return nil, fmt.Errorf("connecting to the gateway MCP endpoint: %w", err)
 	}
 	c.init = init
@@ -163,14 +171,56 @@ func DirectTransport() *http.Transport {
 }
 
 type bearerTransport struct {
-	token string
-	base  http.RoundTripper
+	token    string
+	base     http.RoundTripper
+	refusals *lastRefusal
 }
 
 func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(req)
+	resp, err := b.base.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPost && resp.StatusCode >= 400 && b.refusals != nil {
+		b.refusals.record(resp)
+	}
+	return resp, err
+}
+
+// maxRefusalBytes bounds how much of a refused request's answer is read.
+const maxRefusalBytes = 4 << 10
+
+// lastRefusal keeps the gateway's last refusal of a POST (status and
+// JSON-RPC error message), so that a failed initialize can say why.
+type lastRefusal struct {
+	mu  sync.Mutex
+	msg string
+}
+
+// record reads the start of resp's body (and leaves the body whole).
+func (l *lastRefusal) record(resp *http.Response) {
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBytes))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	msg := resp.Status
+	var rpc struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err == nil && json.Unmarshal(head, &rpc) == nil && rpc.Error.Message != "" {
+		msg += ": " + rpc.Error.Message
+	}
+	l.mu.Lock()
+	l.msg = "the gateway answered " + msg
+	l.mu.Unlock()
+}
+
+func (l *lastRefusal) get() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.msg
 }
 
 // rawToolsTransport keeps the result of every tools/list request made with

@@ -2,7 +2,9 @@ package mcpclient
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -245,5 +247,22 @@ func TestSessionKeepsEventStream(t *testing.T) {
 	}
 	if err := c.Ping(context.Background(), 5*time.Second); err != nil {
 		t.Errorf("ping: %v", err)
+	}
+}
+
+// TestRefusedInitializeSaysWhy: a gateway that refuses the session (its
+// cap reached) is named with its answer, not as "a legacy SSE server".
+func TestRefusedInitializeSaysWhy(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"refused: too many MCP sessions"}}`)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Connect(ctx, Config{URL: srv.URL + "/mcp", Token: testToken})
+	if err == nil || !strings.Contains(err.Error(), "429 Too Many Requests: refused: too many MCP sessions") {
+		t.Fatalf("err = %v, want the gateway's refusal", err)
 	}
 }
