@@ -2,11 +2,16 @@ module ironcurtain.dev/compiler
 
 go 1.26.0
 
-require ironcurtain.dev/gateway v0.0.0
+require (
+	github.com/mark3labs/mcp-go v1.2.1
+	ironcurtain.dev/gateway v0.0.0
+)
 
 require (
 	github.com/go-json-experiment/json v1.27.2 // indirect
-	github.com/kr/text v0.2.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
+	github.com/spf13/cast v1.7.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )
 

@@ -2,7 +2,9 @@ package mcpclient
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -219,5 +221,48 @@ func TestParseEscalation(t *testing.T) {
 				t.Errorf("ok = %v, want %v", ok, tc.ok)
 			}
 		})
+	}
+}
+
+// TestSessionKeepsEventStream: the client holds the standalone event
+// stream open, which marks its MCP session in use at the gateway (an idle
+// session is ended; an agent waiting on its model is not idle).
+func TestSessionKeepsEventStream(t *testing.T) {
+	srv := mcptest.Start(testToken)
+	defer srv.Close()
+	c, err := Connect(context.Background(), Config{URL: srv.URL, Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Streams() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the client opened no event stream")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.ServerName() != "ironcurtain-test-gateway" {
+		t.Errorf("ServerName() = %q", c.ServerName())
+	}
+	if err := c.Ping(context.Background(), 5*time.Second); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+}
+
+// TestRefusedInitializeSaysWhy: a gateway that refuses the session (its
+// cap reached) is named with its answer, not as "a legacy SSE server".
+func TestRefusedInitializeSaysWhy(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"refused: too many MCP sessions"}}`)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Connect(ctx, Config{URL: srv.URL + "/mcp", Token: testToken})
+	if err == nil || !strings.Contains(err.Error(), "429 Too Many Requests: refused: too many MCP sessions") {
+		t.Fatalf("err = %v, want the gateway's refusal", err)
 	}
 }

@@ -165,3 +165,27 @@ func TestAnnotateBatchesConcurrently(t *testing.T) {
 		t.Error("the input hash ignores the tool list")
 	}
 }
+
+// TestRawSchemas: input schemas are read as the server sent them, with the
+// JSON Schema keywords mcp-go's tool struct drops.
+func TestRawSchemas(t *testing.T) {
+	page := json.RawMessage(`{"tools":[{"name":"move","inputSchema":{"type":"object","description":"Where.",` +
+		`"additionalProperties":false,"$defs":{"p":{"type":"string"}},"oneOf":[{"required":["a"]},{"required":["b"]}],` +
+		`"properties":{"a":{"$ref":"#/$defs/p"},"b":{"type":"string"}}}}],"nextCursor":"x"}`)
+	got, err := rawSchemas([]json.RawMessage{page})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(got["move"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"$defs":{"p":{"type":"string"}},"additionalProperties":false,"description":"Where.",` +
+		`"oneOf":[{"required":["a"]},{"required":["b"]}],"properties":{"a":{"$ref":"#/$defs/p"},"b":{"type":"string"}},"type":"object"}`
+	if string(b) != want {
+		t.Errorf("schema = %s\nwant %s", b, want)
+	}
+	if _, err := rawSchemas([]json.RawMessage{json.RawMessage(`[]`)}); err == nil {
+		t.Error("a result that is not an object was read")
+	}
+}

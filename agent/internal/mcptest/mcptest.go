@@ -1,7 +1,8 @@
-// Package mcptest runs a small in-process MCP server (official go-sdk,
-// streamable HTTP on httptest) that behaves like the gateway for the
-// agent's tests: bearer-token authentication, `server__tool` names, refusals
-// as isError results, and escalation notifications while a call waits.
+// Package mcptest runs a small in-process MCP server (mcp-go, streamable
+// HTTP on httptest, as the gateway serves it) that behaves like the
+// gateway for the agent's tests: bearer-token authentication,
+// `server__tool` names, refusals as isError results, and escalation
+// notifications while a call waits.
 package mcptest
 
 import (
@@ -11,8 +12,10 @@ import (
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
+	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 )
 
 // Handler answers one call: text, and whether it is an error result.
@@ -46,6 +49,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	authFails int
+	streams   int
 	lastArgs  map[string]map[string]any
 	srv       *httptest.Server
 }
@@ -53,59 +57,20 @@ type Server struct {
 // Start runs a server with tools, accepting only token.
 func Start(token string, tools ...Tool) *Server {
 	s := &Server{Token: token, lastArgs: map[string]map[string]any{}}
-	server := mcp.NewServer(&mcp.Implementation{Name: "ironcurtain-test-gateway", Version: "0"}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{}},
-	})
+	mcpServer := server.NewMCPServer("ironcurtain-test-gateway", "0",
+		server.WithToolCapabilities(false), server.WithLogging())
 	for _, t := range tools {
-		t := t
 		schema := t.Schema
 		if schema == "" {
 			schema = `{"type":"object"}`
 		}
-		tool := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(schema)}
+		tool := mcp.NewToolWithRawSchema(t.Name, t.Description, json.RawMessage(schema))
 		if t.Output != "" {
-			tool.OutputSchema = json.RawMessage(t.Output)
+			tool.RawOutputSchema = json.RawMessage(t.Output)
 		}
-		server.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			s.Calls.Add(1)
-			var args map[string]any
-			if len(req.Params.Arguments) > 0 {
-				if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-					return errorResult("arguments are not a JSON object"), nil
-				}
-			}
-			s.mu.Lock()
-			s.lastArgs[t.Name] = args
-			s.mu.Unlock()
-			if e := t.Escalation; e != nil {
-				notify(ctx, req, t.Name, e.ID, "pending", e.Reason)
-				approved := false
-				select {
-				case approved = <-e.Decision:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-				status := "denied"
-				if approved {
-					status = "approved"
-				}
-				notify(ctx, req, t.Name, e.ID, status, e.Reason)
-				if !approved {
-					return errorResult("denied by a human: " + e.Reason), nil
-				}
-			}
-			if t.Handler == nil {
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
-			}
-			text, isErr := t.Handler(ctx, args)
-			res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: isErr}
-			if t.Structured != nil && !isErr {
-				res.StructuredContent = t.Structured(args)
-			}
-			return res, nil
-		})
+		mcpServer.AddTool(tool, s.handler(mcpServer, t))
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	h := server.NewStreamableHTTPServer(mcpServer)
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			s.mu.Lock()
@@ -114,22 +79,87 @@ func Start(token string, tools ...Tool) *Server {
 			http.Error(w, "unknown agent token", http.StatusUnauthorized)
 			return
 		}
+		if r.Method == http.MethodGet {
+			s.mu.Lock()
+			s.streams++
+			s.mu.Unlock()
+		}
 		h.ServeHTTP(w, r)
 	}))
 	s.URL = s.srv.URL + "/mcp"
 	return s
 }
 
-func errorResult(msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}, IsError: true}
+// handler answers the calls of t.
+func (s *Server) handler(srv *server.MCPServer, t Tool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.Calls.Add(1)
+		var args map[string]any
+		if len(req.Params.RawArguments) > 0 {
+			if err := json.Unmarshal(req.Params.RawArguments, &args); err != nil {
+				return mcp.NewToolResultError("arguments are not a JSON object"), nil
+			}
+		}
+		s.mu.Lock()
+		s.lastArgs[t.Name] = args
+		s.mu.Unlock()
+		if e := t.Escalation; e != nil {
+			notify(ctx, srv, req, t.Name, e.ID, "pending", e.Reason)
+			approved := false
+			select {
+			case approved = <-e.Decision:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			status := "denied"
+			if approved {
+				status = "approved"
+			}
+			notify(ctx, srv, req, t.Name, e.ID, status, e.Reason)
+			settle(ctx)
+			if !approved {
+				return mcp.NewToolResultError("denied by a human: " + e.Reason), nil
+			}
+		}
+		if t.Handler == nil {
+			return mcp.NewToolResultText("ok"), nil
+		}
+		text, isErr := t.Handler(ctx, args)
+		res := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, IsError: isErr}
+		if t.Structured != nil && !isErr {
+			res.StructuredContent = t.Structured(args)
+		}
+		return res, nil
+	}
 }
 
-func notify(ctx context.Context, req *mcp.CallToolRequest, tool, id, status, reason string) {
+func notify(ctx context.Context, srv *server.MCPServer, req mcp.CallToolRequest, tool, id, status, reason string) {
 	data := map[string]any{"escalation_id": id, "tool": tool, "status": status, "reason": reason}
-	_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "notice", Logger: "ironcurtain.escalation", Data: data})
-	if tok := req.Params.GetProgressToken(); tok != nil {
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: "escalation " + id + ": " + status})
+	_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationMessage), map[string]any{
+		"level": string(mcp.LoggingLevelNotice), "logger": "ironcurtain.escalation", "data": data,
+	})
+	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+			"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "message": "escalation " + id + ": " + status,
+		})
 	}
+}
+
+// settle waits until the transport has taken the session's queued
+// notifications, as the gateway does before it answers: mcp-go's
+// streamable HTTP transport drops a notification still queued when the
+// response is written.
+func settle(ctx context.Context) {
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil {
+		return
+	}
+	ch := cs.NotificationChannel()
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for len(ch) > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Microsecond)
+	}
+	time.Sleep(2 * time.Millisecond)
 }
 
 // AuthFailures returns how many requests carried a wrong token.
@@ -139,6 +169,13 @@ func (s *Server) AuthFailures() int {
 	return s.authFails
 }
 
+// Streams returns how many event streams (HTTP GET) clients opened.
+func (s *Server) Streams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams
+}
+
 // LastArgs returns the arguments of the last call of tool.
 func (s *Server) LastArgs(tool string) map[string]any {
 	s.mu.Lock()
@@ -146,5 +183,8 @@ func (s *Server) LastArgs(tool string) map[string]any {
 	return s.lastArgs[tool]
 }
 
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
+// Close stops the server. Open event streams are cut, not waited for.
+func (s *Server) Close() {
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}

@@ -10,7 +10,9 @@ import (
 )
 
 // MCPServerEnv makes a test binary run ServeMCP instead of its tests; a
-// test starts os.Args[0] with it to get a real stdio MCP server.
+// test starts os.Args[0] with it to get a real stdio MCP server. The
+// server is built with the official MCP Go SDK on purpose: the compiler's
+// client is mcp-go, so listing this server's tools is the interop test.
 const MCPServerEnv = "IRONCURTAIN_TEST_MCP_SERVER"
 
 // EnvDumpVar names a file the test MCP server writes its environment to.

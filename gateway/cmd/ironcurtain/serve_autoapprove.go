@@ -10,6 +10,7 @@ import (
 	"ironcurtain.dev/gateway/internal/autoapprove"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
+	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/internal/store"
 )
 
@@ -48,7 +49,7 @@ func startAutoApprover(ctx context.Context, cfg *config.Config, getenv func(stri
 			CostUSDPerDay: ac.Budget.MaxCostUSDPerDay,
 		},
 		Price: func(model string, in, out int64) (float64, bool) {
-			return llmrelay.EstimateCost(prices, model, in, out)
+			return llmprovider.EstimateCost(prices, model, in, out)
 		},
 	}, autoapprove.Deps{History: autoapprove.PGHistory{Pool: st.pool}, Budget: store.AutoApproverBudget{Pool: st.pool}, Registerer: reg, Logger: log.With("component", "autoapprove")})
 	if err != nil {

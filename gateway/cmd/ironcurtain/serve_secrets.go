@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/internal/config"
-	"ironcurtain.dev/gateway/internal/doors/llmrelay"
+	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/secretscan"
 )
 
@@ -57,8 +57,8 @@ func setGatewaySecrets(cfg *config.Config, getenv func(string) string, agentToke
 		label, def string
 		env        *string
 	}{
-		{"anthropic api key", llmrelay.DefaultAnthropicKeyEnv, cfg.Relay.Anthropic.APIKeyEnv},
-		{"openai api key", llmrelay.DefaultOpenAIKeyEnv, cfg.Relay.OpenAI.APIKeyEnv},
+		{"anthropic api key", llmprovider.DefaultAnthropicKeyEnv, cfg.Relay.Anthropic.APIKeyEnv},
+		{"openai api key", llmprovider.DefaultOpenAIKeyEnv, cfg.Relay.OpenAI.APIKeyEnv},
 	} {
 		name := p.def
 		if p.env != nil {

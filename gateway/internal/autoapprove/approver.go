@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/internal/store"
 )
 
@@ -21,7 +21,7 @@ const historyTimeout = 3 * time.Second
 // Config configures the Approver. Every field is required (the config
 // package's defaults fill them: config.AutoApproverConfig.WithDefaults).
 type Config struct {
-	Upstream        llmrelay.Upstream // provider, base URL and key (llmrelay.ResolveUpstream)
+	Upstream        llmprovider.Upstream // provider, base URL and key (the relay's: llmrelay.ResolveUpstream)
 	Model           string
 	Timeout         time.Duration // one review's model call; then: left to a human
 	MaxOutputTokens int
@@ -30,8 +30,8 @@ type Config struct {
 	RatePerMinute   int
 	MaxConcurrent   int
 	Budget          Budget
-	// Price estimates a call's cost in US dollars (nil: the relay's price
-	// table without overrides). ok false: the model's price is unknown.
+	// Price estimates a call's cost in US dollars (nil: the price table
+	// without the relay's overrides, llmprovider.EstimateCost). ok false: the model's price is unknown.
 	Price func(model string, in, out int64) (cost float64, ok bool)
 }
 
@@ -77,7 +77,9 @@ func New(cfg Config, d Deps) (*Approver, error) {
 		return nil, errors.New("creating the auto-approver: no history of decisions")
 	}
 	if cfg.Price == nil {
-		cfg.Price = func(model string, in, out int64) (float64, bool) { return llmrelay.EstimateCost(nil, model, in, out) }
+		cfg.Price = func(model string, in, out int64) (float64, bool) {
+			return llmprovider.EstimateCost(nil, model, in, out)
+		}
 	}
 	if _, ok := cfg.Price(cfg.Model, 1, 1); !ok {
 		return nil, fmt.Errorf("creating the auto-approver: the price of model %q is unknown, so its cost budget could not be kept; add it to relay.prices", cfg.Model)

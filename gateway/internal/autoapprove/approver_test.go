@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 const testKey = "sk-test-auto-approver-key"
@@ -42,14 +43,66 @@ type messagesBody struct {
 	} `json:"messages"`
 }
 
+// textBlocks is a Messages API text field: a string, or text blocks (as the
+// SDK sends system and content), read as their concatenated text.
+type textBlocks string
+
+func (t *textBlocks) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*t = textBlocks(s)
+		return nil
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &blocks); err != nil {
+		return err
+	}
+	var sb strings.Builder
+	for _, bl := range blocks {
+		if bl.Type != "text" {
+			return fmt.Errorf("a %q block where text was expected", bl.Type)
+		}
+		sb.WriteString(bl.Text)
+	}
+	*t = textBlocks(sb.String())
+	return nil
+}
+
+// decodeMessages reads a Messages API request body.
+func decodeMessages(b []byte) (messagesBody, error) {
+	var wire struct {
+		Model     string     `json:"model"`
+		MaxTokens int        `json:"max_tokens"`
+		System    textBlocks `json:"system"`
+		Messages  []struct {
+			Role    string     `json:"role"`
+			Content textBlocks `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &wire); err != nil {
+		return messagesBody{}, err
+	}
+	body := messagesBody{Model: wire.Model, MaxTokens: wire.MaxTokens, System: string(wire.System)}
+	for _, m := range wire.Messages {
+		body.Messages = append(body.Messages, struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		}{Role: m.Role, Content: string(m.Content)})
+	}
+	return body, nil
+}
+
 func newFakeModel(t *testing.T, answer string) *fakeModel {
 	t.Helper()
 	f := &fakeModel{answer: answer}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls.Add(1)
-		var body messagesBody
 		b, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(b, &body); err != nil || r.URL.Path != "/v1/messages" || r.Method != http.MethodPost {
+		body, err := decodeMessages(b)
+		if err != nil || r.URL.Path != "/v1/messages" || r.Method != http.MethodPost {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
@@ -89,15 +142,13 @@ func (h fakeHistory) Recent(context.Context, string, string, int) ([]Decision, e
 
 func testConfig(t *testing.T, f *fakeModel, mut func(*Config)) Config {
 	t.Helper()
-	up, err := llmrelay.ResolveUpstream(llmrelay.Config{
-		Anthropic: llmrelay.ProviderConfig{BaseURL: f.srv.URL, UnsafeAllowHTTPWithKey: true},
-		Getenv: func(k string) string {
-			if k == llmrelay.DefaultAnthropicKeyEnv {
+	up, err := llmprovider.Resolve(llmprovider.Anthropic, llmprovider.ProviderConfig{BaseURL: f.srv.URL, UnsafeAllowHTTPWithKey: true},
+		func(k string) string {
+			if k == llmprovider.DefaultAnthropicKeyEnv {
 				return testKey
 			}
 			return ""
-		},
-	}, llmrelay.Anthropic)
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +243,9 @@ func TestReviewModelFailuresLeaveToHuman(t *testing.T) {
 		}, escalation.OutcomeError},
 		{"redirect", func(w http.ResponseWriter, r *http.Request, _ messagesBody) {
 			http.Redirect(w, r, "http://example.invalid/v1/messages", http.StatusTemporaryRedirect)
+		}, escalation.OutcomeError},
+		{"response too large", func(w http.ResponseWriter, _ *http.Request, _ messagesBody) {
+			writeMessage(w, `{"verdict":"approve","reasoning":"`+strings.Repeat("x", maxResponseBytes)+`"}`, "end_turn")
 		}, escalation.OutcomeError},
 	}
 	for _, tt := range tests {
@@ -404,16 +458,15 @@ func TestOpenAIProvider(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth = r.Header.Get("Authorization")
 		_ = json.NewDecoder(r.Body).Decode(&got)
+		w.Header().Set("Content-Type", "application/json") // as OpenAI, Ollama and vLLM answer
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"choices": []map[string]any{{"finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": `{"verdict":"approve","reasoning":"fine"}`}}},
 			"usage":   map[string]any{"prompt_tokens": 500, "completion_tokens": 20},
 		})
 	}))
 	t.Cleanup(srv.Close)
-	up, err := llmrelay.ResolveUpstream(llmrelay.Config{
-		OpenAI: llmrelay.ProviderConfig{BaseURL: srv.URL + "/v1", UnsafeAllowHTTPWithKey: true},
-		Getenv: func(string) string { return testKey },
-	}, llmrelay.OpenAI)
+	up, err := llmprovider.Resolve(llmprovider.OpenAI, llmprovider.ProviderConfig{BaseURL: srv.URL + "/v1", UnsafeAllowHTTPWithKey: true},
+		func(string) string { return testKey })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,5 +482,24 @@ func TestOpenAIProvider(t *testing.T) {
 	}
 	if auth != "Bearer "+testKey || got.Model != "gpt-4o-mini" || got.MaxCompletionTokens != 100 || len(got.Messages) != 2 || got.Messages[0].Role != "system" {
 		t.Fatalf("request: auth %q, body %+v", auth, got)
+	}
+}
+
+// TestModelCallNotRetried: one review is one model call, as the budget
+// counts it (the SDKs retry 429 and 5xx answers unless told not to).
+func TestModelCallNotRetried(t *testing.T) {
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		f := newFakeModel(t, "")
+		f.handle = func(w http.ResponseWriter, _ *http.Request, _ messagesBody) {
+			http.Error(w, `{"type":"error","error":{"type":"overloaded_error","message":"busy"}}`, status)
+		}
+		a := newTestApprover(t, f, nil, nil)
+		v := a.Review(context.Background(), ruleReq())
+		if v.Approve || v.Outcome != escalation.OutcomeError || f.calls.Load() != 1 {
+			t.Fatalf("status %d: verdict %+v after %d model calls, want one call left to a human", status, v, f.calls.Load())
+		}
+		if !strings.Contains(v.Reasoning, fmt.Sprintf("model API answered %d", status)) {
+			t.Errorf("status %d: reasoning %q does not name the answer", status, v.Reasoning)
+		}
 	}
 }

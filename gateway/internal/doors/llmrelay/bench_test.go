@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 // Benchmarks on loopback (bounded runs):
@@ -41,10 +43,10 @@ type benchCase struct {
 func benchCases() []benchCase {
 	aj, as, oj, os := benchBodies()
 	return []benchCase{
-		{name: "anthropic-json", provider: Anthropic, path: "/v1/messages", body: aj},
-		{name: "anthropic-sse", provider: Anthropic, path: "/v1/messages", body: as},
-		{name: "openai-json", provider: OpenAI, path: "/chat/completions", body: oj},
-		{name: "openai-sse", provider: OpenAI, path: "/chat/completions", body: os},
+		{name: "anthropic-json", provider: llmprovider.Anthropic, path: "/v1/messages", body: aj},
+		{name: "anthropic-sse", provider: llmprovider.Anthropic, path: "/v1/messages", body: as},
+		{name: "openai-json", provider: llmprovider.OpenAI, path: "/chat/completions", body: oj},
+		{name: "openai-sse", provider: llmprovider.OpenAI, path: "/chat/completions", body: os},
 	}
 }
 
@@ -88,7 +90,7 @@ func BenchmarkRelayOverhead(b *testing.B) {
 			directURL, relayURL := tr.model.srv.URL+bc.path, tr.url+"/anthropic"+bc.path
 			directHdr := http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {anthropicKey}, "Anthropic-Version": {"2023-06-01"}}
 			relayHdr := http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {tokenS1}, "Anthropic-Version": {"2023-06-01"}}
-			if bc.provider == OpenAI {
+			if bc.provider == llmprovider.OpenAI {
 				directURL, relayURL = tr.model.srv.URL+"/v1"+bc.path, tr.url+"/openai"+bc.path
 				directHdr = http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + openAIKey}}
 				relayHdr = http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + tokenS1}}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 // fakeSpend is a Spend store.
@@ -42,13 +44,13 @@ func TestBudgetExhausted(t *testing.T) {
 		otherOK   bool // s2 may still call
 		firstCall bool // the first call passes (budget spent by it)
 	}{
-		{name: "anthropic tokens", provider: Anthropic, cfg: func(c *Config) { c.Budget = Budget{MaxTokens: 30} },
+		{name: "anthropic tokens", provider: llmprovider.Anthropic, cfg: func(c *Config) { c.Budget = Budget{MaxTokens: 30} },
 			wantType: "permission_error", wantMsg: []string{"token budget", `"s1"`, "30 of 30", "relay.budget.max_tokens"}, otherOK: true, firstCall: true},
-		{name: "openai tokens", provider: OpenAI, cfg: func(c *Config) { c.Budget = Budget{MaxTokens: 100} },
+		{name: "openai tokens", provider: llmprovider.OpenAI, cfg: func(c *Config) { c.Budget = Budget{MaxTokens: 100} },
 			wantType: "insufficient_quota", wantMsg: []string{"token budget", "150 of 100", "relay.budget.max_tokens"}, otherOK: true, firstCall: true},
-		{name: "anthropic cost", provider: Anthropic, cfg: func(c *Config) { c.Budget = Budget{MaxCostUSD: 0.0001} },
+		{name: "anthropic cost", provider: llmprovider.Anthropic, cfg: func(c *Config) { c.Budget = Budget{MaxCostUSD: 0.0001} },
 			wantType: "permission_error", wantMsg: []string{"cost budget", "relay.budget.max_cost_usd"}, otherOK: true, firstCall: true},
-		{name: "session override", provider: OpenAI, cfg: func(c *Config) {
+		{name: "session override", provider: llmprovider.OpenAI, cfg: func(c *Config) {
 			c.Budget = Budget{MaxTokens: 1 << 30}
 			c.SessionBudgets = map[string]Budget{"s1": {MaxCostUSD: 0.00001}}
 		}, wantType: "insufficient_quota", wantMsg: []string{"cost budget", "relay.session_budgets.s1.max_cost_usd"}, otherOK: true, firstCall: true},
@@ -57,7 +59,7 @@ func TestBudgetExhausted(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := startRelay(t, withConfig(tt.cfg))
 			call := func(token string) (*http.Response, []byte) {
-				if tt.provider == Anthropic {
+				if tt.provider == llmprovider.Anthropic {
 					return tr.anthropic(t, token, anthropicBody)
 				}
 				return tr.openai(t, token, openAIBody)
@@ -95,7 +97,7 @@ func TestBudgetExhausted(t *testing.T) {
 				}
 			}
 			// Unmetered endpoints stay usable.
-			if tt.provider == Anthropic {
+			if tt.provider == llmprovider.Anthropic {
 				resp, body = tr.do(t, http.MethodPost, "/anthropic/v1/messages/count_tokens", anthropicBody, map[string]string{"X-Api-Key": tokenS1})
 			} else {
 				resp, body = tr.do(t, http.MethodGet, "/openai/models", "", map[string]string{"Authorization": "Bearer " + tokenS1})
@@ -119,7 +121,7 @@ func TestBudgetSurvivesRestart(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	if _, msg := errorMessage(t, Anthropic, body); !strings.Contains(msg, "1000 of 1000") {
+	if _, msg := errorMessage(t, llmprovider.Anthropic, body); !strings.Contains(msg, "1000 of 1000") {
 		t.Fatalf("message %q", msg)
 	}
 	_, _ = tr.anthropic(t, tokenS1, anthropicBody)
@@ -178,7 +180,7 @@ func TestConcurrencyCap(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	if typ, _ := errorMessage(t, Anthropic, body); typ != "rate_limit_error" {
+	if typ, _ := errorMessage(t, llmprovider.Anthropic, body); typ != "rate_limit_error" {
 		t.Fatalf("type %q", typ)
 	}
 	if resp, _ := tr.anthropic(t, tokenS2, anthropicBody); resp.StatusCode != http.StatusOK {

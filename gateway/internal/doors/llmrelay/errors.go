@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 // refusal is an answer the relay gives itself, without the upstream. Its
@@ -105,7 +107,7 @@ type openAIError struct {
 func writeRefusal(w http.ResponseWriter, providerName string, rf *refusal) {
 	var body []byte
 	switch providerName {
-	case Anthropic:
+	case llmprovider.Anthropic:
 		var e anthropicError
 		e.Type = "error"
 		e.Error.Type = rf.kind.anthropicType()

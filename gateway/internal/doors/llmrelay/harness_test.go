@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/internal/session"
 )
 
@@ -269,8 +270,8 @@ func startRelay(t testing.TB, opts ...relayOption) *testRelay {
 	}
 	env := map[string]string{"ANTHROPIC_API_KEY": anthropicKey, "OPENAI_API_KEY": openAIKey}
 	cfg := Config{
-		Anthropic: ProviderConfig{BaseURL: model.srv.URL, UnsafeAllowHTTPWithKey: true},
-		OpenAI:    ProviderConfig{BaseURL: model.srv.URL + "/v1", UnsafeAllowHTTPWithKey: true},
+		Anthropic: llmprovider.ProviderConfig{BaseURL: model.srv.URL, UnsafeAllowHTTPWithKey: true},
+		OpenAI:    llmprovider.ProviderConfig{BaseURL: model.srv.URL + "/v1", UnsafeAllowHTTPWithKey: true},
 		Getenv:    func(k string) string { return env[k] },
 	}
 	sink := &memSink{}
@@ -334,7 +335,7 @@ func (tr *testRelay) openai(t testing.TB, token, body string) (*http.Response, [
 func errorMessage(t testing.TB, provider string, b []byte) (typ, msg string) {
 	t.Helper()
 	switch provider {
-	case Anthropic:
+	case llmprovider.Anthropic:
 		var e anthropicError
 		if err := json.Unmarshal(b, &e); err != nil || e.Type != "error" || e.Error.Type == "" {
 			t.Fatalf("not an Anthropic error: %s", b)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/secretscan"
 )
 
@@ -90,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // providerLabel keeps agent-chosen path segments out of label values.
 func providerLabel(name string) string {
-	if name == Anthropic || name == OpenAI {
+	if name == llmprovider.Anthropic || name == llmprovider.OpenAI {
 		return name
 	}
 	return "unknown"

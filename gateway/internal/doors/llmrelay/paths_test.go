@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 // TestPathAllowlist: only the model API paths are relayed; traversal,
@@ -148,7 +150,7 @@ func TestRequestBodyChecks(t *testing.T) {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
 			if tt.wantStatus != 200 {
-				errorMessage(t, Anthropic, body)
+				errorMessage(t, llmprovider.Anthropic, body)
 				if len(tr.model.requests()) != 0 {
 					t.Fatal("a refused body went upstream")
 				}

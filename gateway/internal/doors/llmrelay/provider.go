@@ -4,18 +4,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-)
 
-// Provider names: the first path segment after the prefix, and the value
-// of audit.LLMCall.Provider.
-const (
-	Anthropic = "anthropic"
-	OpenAI    = "openai"
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
-
-// DefaultAnthropicVersion is sent as anthropic-version when the agent's SDK
-// sends none (the Messages API requires the header).
-const DefaultAnthropicVersion = "2023-06-01"
 
 // maxModelIDLen bounds the id in GET models/{id}.
 const maxModelIDLen = 200
@@ -30,14 +21,20 @@ type endpoint struct {
 	streamUsage bool
 }
 
-// provider is one upstream model API.
+// provider is one upstream model API (llmprovider.Upstream) and the paths
+// the relay serves on it.
 type provider struct {
-	name    string
-	base    *url.URL
-	keyEnv  string // variable holding the key; "" when keyless
-	key     string // the secret; "" when keyless or when the variable is unset
-	keyless bool
-	fixed   map[string]endpoint
+	up    llmprovider.Upstream
+	fixed map[string]endpoint
+}
+
+// newProvider returns the provider name under pc, serving eps.
+func newProvider(name string, pc llmprovider.ProviderConfig, eps map[string]endpoint, getenv func(string) string) (*provider, error) {
+	up, err := llmprovider.New(name, pc, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return &provider{up: up, fixed: eps}, nil
 }
 
 var anthropicEndpoints = map[string]endpoint{
@@ -59,7 +56,7 @@ func (p *provider) match(rest string) (endpoint, bool) {
 	if e, ok := p.fixed[rest]; ok {
 		return e, true
 	}
-	if p.name == OpenAI {
+	if p.up.Provider == llmprovider.OpenAI {
 		if id, ok := strings.CutPrefix(rest, "models/"); ok && validModelID(id) {
 			return endpoint{path: "models/" + id, method: http.MethodGet}, true
 		}
@@ -88,8 +85,8 @@ func validModelID(id string) bool {
 // upstreamURL is the base URL with e's path appended. Nothing of the agent's
 // request but the allowlisted path and the query reaches it.
 func (p *provider) upstreamURL(e endpoint, rawQuery string) *url.URL {
-	u := *p.base
-	u.Path = p.base.Path + "/" + e.path
+	u := *p.up.BaseURL
+	u.Path = p.up.BaseURL.Path + "/" + e.path
 	u.RawPath = ""
 	u.RawQuery = rawQuery
 	return &u
@@ -128,19 +125,10 @@ func (p *provider) outboundHeader(in http.Header, hasBody bool) http.Header {
 	if hasBody {
 		out["Content-Type"] = []string{"application/json"}
 	}
-	switch p.name {
-	case Anthropic:
-		if len(out["Anthropic-Version"]) == 0 {
-			out["Anthropic-Version"] = []string{DefaultAnthropicVersion}
-		}
-		if !p.keyless {
-			out["X-Api-Key"] = []string{p.key}
-		}
-	case OpenAI:
-		if !p.keyless {
-			out["Authorization"] = []string{"Bearer " + p.key}
-		}
+	if p.up.Provider == llmprovider.Anthropic && len(out["Anthropic-Version"]) == 0 {
+		out["Anthropic-Version"] = []string{llmprovider.DefaultAnthropicVersion}
 	}
+	p.up.SetKey(out)
 	return out
 }
 
@@ -182,7 +170,7 @@ outer:
 			}
 		}
 		for _, v := range vs {
-			if p.key != "" && strings.Contains(v, p.key) {
+			if p.up.Key() != "" && strings.Contains(v, p.up.Key()) {
 				continue outer
 			}
 		}

@@ -17,6 +17,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/tracing"
 )
@@ -24,10 +25,6 @@ import (
 // Defaults applied by New to zero Config fields.
 const (
 	DefaultPrefix                  = "/llm"
-	DefaultAnthropicBaseURL        = "https://api.anthropic.com"
-	DefaultOpenAIBaseURL           = "https://api.openai.com/v1"
-	DefaultAnthropicKeyEnv         = "ANTHROPIC_API_KEY"
-	DefaultOpenAIKeyEnv            = "OPENAI_API_KEY"
 	DefaultMaxBodyBytes            = 32 << 20 // the Messages API's own request limit
 	DefaultTimeout                 = 10 * time.Minute
 	DefaultStreamIdleTimeout       = 2 * time.Minute
@@ -43,8 +40,8 @@ type Config struct {
 	// <Prefix>/anthropic/<path> and <Prefix>/openai/<path>, with the
 	// prefix still in the URL (mount without stripping it).
 	Prefix    string
-	Anthropic ProviderConfig
-	OpenAI    ProviderConfig
+	Anthropic llmprovider.ProviderConfig
+	OpenAI    llmprovider.ProviderConfig
 	// MaxBodyBytes caps a request body (413 beyond).
 	MaxBodyBytes int64
 	// Timeout bounds a whole call, streamed response included.
@@ -60,8 +57,9 @@ type Config struct {
 	Budget Budget
 	// SessionBudgets replace Budget for the named sessions (by session ID).
 	SessionBudgets map[string]Budget
-	// Prices add to or override DefaultPrices, keyed by model prefix.
-	Prices map[string]Price
+	// Prices add to or override llmprovider.DefaultPrices, keyed by model
+	// prefix.
+	Prices map[string]llmprovider.Price
 	// UnsafeAllowServerTools lets requests use provider-side tools that
 	// reach the network (web search and fetch, remote MCP servers), which
 	// bypass the egress proxy's allowlist.
@@ -69,19 +67,6 @@ type Config struct {
 	// Getenv reads the API keys (os.Getenv when nil). Keys are read once,
 	// by New.
 	Getenv func(string) string
-}
-
-// ProviderConfig is one upstream.
-type ProviderConfig struct {
-	// BaseURL is the API root; the allowlisted path is appended to it.
-	BaseURL string
-	// APIKeyEnv names the variable holding the key (the provider's usual
-	// one when empty, unless Keyless).
-	APIKeyEnv string
-	// Keyless: the endpoint takes no key (Ollama, a local vLLM).
-	Keyless bool
-	// UnsafeAllowHTTPWithKey lets a key travel over plain http.
-	UnsafeAllowHTTPWithKey bool
 }
 
 // Deps are the relay's collaborators. Auth and Sink are required.
@@ -115,7 +100,7 @@ type Relay struct {
 	sink      audit.Sink
 	secrets   SecretSource
 	ledger    *ledger
-	prices    *priceTable
+	prices    *llmprovider.PriceTable
 	metrics   *metrics
 	log       *slog.Logger
 	tracer    trace.Tracer
@@ -154,7 +139,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		sink:              deps.Sink,
 		secrets:           deps.Secrets,
 		ledger:            newLedger(cfg.Budget, cfg.SessionBudgets, deps.Spend, orDefault(cfg.MaxConcurrentPerSession, DefaultMaxConcurrentPerSession)),
-		prices:            newPriceTable(cfg.Prices),
+		prices:            llmprovider.NewPriceTable(cfg.Prices),
 		log:               log,
 		tracer:            deps.Tracer,
 	}
@@ -162,22 +147,22 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		return nil, fmt.Errorf("creating model relay: prefix %q must start with /", cfg.Prefix)
 	}
 	for _, pc := range []struct {
-		name, base, env string
-		cfg             ProviderConfig
-		endpoints       map[string]endpoint
+		name      string
+		cfg       llmprovider.ProviderConfig
+		endpoints map[string]endpoint
 	}{
-		{Anthropic, DefaultAnthropicBaseURL, DefaultAnthropicKeyEnv, cfg.Anthropic, anthropicEndpoints},
-		{OpenAI, DefaultOpenAIBaseURL, DefaultOpenAIKeyEnv, cfg.OpenAI, openAIEndpoints},
+		{llmprovider.Anthropic, cfg.Anthropic, anthropicEndpoints},
+		{llmprovider.OpenAI, cfg.OpenAI, openAIEndpoints},
 	} {
-		p, err := newProvider(pc.name, pc.cfg, pc.base, pc.env, pc.endpoints, getenv)
+		p, err := newProvider(pc.name, pc.cfg, pc.endpoints, getenv)
 		if err != nil {
 			return nil, fmt.Errorf("creating model relay: %w", err)
 		}
-		if !p.keyless && p.key == "" {
+		if !p.up.Keyless() && p.up.Key() == "" {
 			log.Warn("llmrelay: no API key; calls to this provider will be refused until the variable is set",
-				slog.String("provider", p.name), slog.String("variable", p.keyEnv))
+				slog.String("provider", p.up.Provider), slog.String("variable", p.up.KeyEnv))
 		}
-		r.providers[p.name] = p
+		r.providers[p.up.Provider] = p
 	}
 	m, err := newMetrics(deps.Registerer)
 	if err != nil {
@@ -205,25 +190,6 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 	return r, nil
 }
 
-func newProvider(name string, pc ProviderConfig, defBase, defEnv string, eps map[string]endpoint, getenv func(string) string) (*provider, error) {
-	base, err := config.ParseRelayBaseURL(orDefault(pc.BaseURL, defBase))
-	if err != nil {
-		return nil, fmt.Errorf("%s base URL %q: %w", name, pc.BaseURL, err)
-	}
-	p := &provider{name: name, base: base, fixed: eps, keyless: pc.Keyless}
-	if !pc.Keyless {
-		p.keyEnv = orDefault(pc.APIKeyEnv, defEnv)
-		p.key = strings.TrimSpace(getenv(p.keyEnv))
-		if base.Scheme == "http" && !pc.UnsafeAllowHTTPWithKey {
-			return nil, fmt.Errorf("%s base URL %q: plain http would send the API key in clear text (use https, a keyless endpoint, or UnsafeAllowHTTPWithKey)", name, base.Redacted())
-		}
-		if strings.ContainsAny(p.key, "\r\n") {
-			return nil, fmt.Errorf("%s API key in %s: contains a line break", name, p.keyEnv)
-		}
-	}
-	return p, nil
-}
-
 // ConfigFrom converts the relay section of gateway.yaml (already
 // validated by the config package).
 func ConfigFrom(c config.RelayConfig) Config {
@@ -244,9 +210,9 @@ func ConfigFrom(c config.RelayConfig) Config {
 		}
 	}
 	if len(c.Prices) > 0 {
-		out.Prices = make(map[string]Price, len(c.Prices))
+		out.Prices = make(map[string]llmprovider.Price, len(c.Prices))
 		for k, p := range c.Prices {
-			pr := price(p.InputPerMTok, p.OutputPerMTok)
+			pr := llmprovider.NewPrice(p.InputPerMTok, p.OutputPerMTok)
 			if p.CacheWritePerMTok != nil {
 				pr.CacheWritePerMTok = *p.CacheWritePerMTok
 			}
@@ -259,8 +225,8 @@ func ConfigFrom(c config.RelayConfig) Config {
 	return out
 }
 
-func providerFrom(p config.RelayProvider) ProviderConfig {
-	pc := ProviderConfig{BaseURL: p.BaseURL, UnsafeAllowHTTPWithKey: p.UnsafeAllowHTTPWithKey}
+func providerFrom(p config.RelayProvider) llmprovider.ProviderConfig {
+	pc := llmprovider.ProviderConfig{BaseURL: p.BaseURL, UnsafeAllowHTTPWithKey: p.UnsafeAllowHTTPWithKey}
 	if p.APIKeyEnv != nil {
 		if *p.APIKeyEnv == "" {
 			pc.Keyless = true

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 func approx(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
@@ -86,7 +88,7 @@ func TestKeyInjected(t *testing.T) {
 			if got.Header.Get("X-Stainless-Lang") != "go" || got.Header.Get("Anthropic-Beta") == "" {
 				t.Fatalf("SDK headers were not passed: %v", got.Header)
 			}
-			if strings.HasPrefix(tt.path, "/anthropic") && got.Header.Get("Anthropic-Version") != DefaultAnthropicVersion {
+			if strings.HasPrefix(tt.path, "/anthropic") && got.Header.Get("Anthropic-Version") != llmprovider.DefaultAnthropicVersion {
 				t.Fatalf("anthropic-version = %q", got.Header.Get("Anthropic-Version"))
 			}
 			if got.Body == nil || string(got.Body) != tt.body {
@@ -105,16 +107,16 @@ func TestUnknownToken(t *testing.T) {
 		path     string
 		hdr      map[string]string
 	}{
-		{name: "anthropic none", provider: Anthropic, path: "/anthropic/v1/messages", hdr: nil},
-		{name: "anthropic wrong", provider: Anthropic, path: "/anthropic/v1/messages", hdr: map[string]string{"X-Api-Key": "not-a-token-of-any-session"}},
-		{name: "anthropic real key", provider: Anthropic, path: "/anthropic/v1/messages", hdr: map[string]string{"X-Api-Key": anthropicKey}},
-		{name: "anthropic conflicting", provider: Anthropic, path: "/anthropic/v1/messages", hdr: map[string]string{"X-Api-Key": tokenS1, "Authorization": "Bearer " + tokenS2}},
-		{name: "openai none", provider: OpenAI, path: "/openai/chat/completions", hdr: nil},
-		{name: "openai wrong", provider: OpenAI, path: "/openai/chat/completions", hdr: map[string]string{"Authorization": "Bearer sk-whatever-0123456789"}},
-		{name: "openai basic", provider: OpenAI, path: "/openai/chat/completions", hdr: map[string]string{"Authorization": "Basic " + tokenS1}},
-		{name: "openai empty bearer", provider: OpenAI, path: "/openai/chat/completions", hdr: map[string]string{"Authorization": "Bearer "}},
-		{name: "openai token prefix", provider: OpenAI, path: "/openai/chat/completions", hdr: map[string]string{"Authorization": "Bearer " + tokenS1[:20]}},
-		{name: "unknown path unauthenticated", provider: OpenAI, path: "/openai/files", hdr: nil},
+		{name: "anthropic none", provider: llmprovider.Anthropic, path: "/anthropic/v1/messages", hdr: nil},
+		{name: "anthropic wrong", provider: llmprovider.Anthropic, path: "/anthropic/v1/messages", hdr: map[string]string{"X-Api-Key": "not-a-token-of-any-session"}},
+		{name: "anthropic real key", provider: llmprovider.Anthropic, path: "/anthropic/v1/messages", hdr: map[string]string{"X-Api-Key": anthropicKey}},
+		{name: "anthropic conflicting", provider: llmprovider.Anthropic, path: "/anthropic/v1/messages", hdr: map[string]string{"X-Api-Key": tokenS1, "Authorization": "Bearer " + tokenS2}},
+		{name: "openai none", provider: llmprovider.OpenAI, path: "/openai/chat/completions", hdr: nil},
+		{name: "openai wrong", provider: llmprovider.OpenAI, path: "/openai/chat/completions", hdr: map[string]string{"Authorization": "Bearer sk-whatever-0123456789"}},
+		{name: "openai basic", provider: llmprovider.OpenAI, path: "/openai/chat/completions", hdr: map[string]string{"Authorization": "Basic " + tokenS1}},
+		{name: "openai empty bearer", provider: llmprovider.OpenAI, path: "/openai/chat/completions", hdr: map[string]string{"Authorization": "Bearer "}},
+		{name: "openai token prefix", provider: llmprovider.OpenAI, path: "/openai/chat/completions", hdr: map[string]string{"Authorization": "Bearer " + tokenS1[:20]}},
+		{name: "unknown path unauthenticated", provider: llmprovider.OpenAI, path: "/openai/files", hdr: nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,7 +126,7 @@ func TestUnknownToken(t *testing.T) {
 				t.Fatalf("status %d, want 401: %s", resp.StatusCode, body)
 			}
 			typ, msg := errorMessage(t, tt.provider, body)
-			if tt.provider == Anthropic && typ != "authentication_error" {
+			if tt.provider == llmprovider.Anthropic && typ != "authentication_error" {
 				t.Fatalf("type %q", typ)
 			}
 			if !strings.Contains(msg, "agent token") {
@@ -156,13 +158,13 @@ func TestMissingKey(t *testing.T) {
 		body     string
 		wantVar  string
 	}{
-		{name: "anthropic default variable", provider: Anthropic, path: "/anthropic/v1/messages", body: anthropicBody,
+		{name: "anthropic default variable", provider: llmprovider.Anthropic, path: "/anthropic/v1/messages", body: anthropicBody,
 			env: map[string]string{"OPENAI_API_KEY": openAIKey}, wantVar: "ANTHROPIC_API_KEY"},
-		{name: "openai default variable", provider: OpenAI, path: "/openai/chat/completions", body: openAIBody,
+		{name: "openai default variable", provider: llmprovider.OpenAI, path: "/openai/chat/completions", body: openAIBody,
 			env: map[string]string{"ANTHROPIC_API_KEY": anthropicKey}, wantVar: "OPENAI_API_KEY"},
-		{name: "openai custom variable", provider: OpenAI, path: "/openai/chat/completions", body: openAIBody,
+		{name: "openai custom variable", provider: llmprovider.OpenAI, path: "/openai/chat/completions", body: openAIBody,
 			cfg: func(c *Config) { c.OpenAI.APIKeyEnv = "VLLM_API_KEY" }, env: map[string]string{"OPENAI_API_KEY": openAIKey}, wantVar: "VLLM_API_KEY"},
-		{name: "blank value", provider: Anthropic, path: "/anthropic/v1/messages", body: anthropicBody,
+		{name: "blank value", provider: llmprovider.Anthropic, path: "/anthropic/v1/messages", body: anthropicBody,
 			env: map[string]string{"ANTHROPIC_API_KEY": "  "}, wantVar: "ANTHROPIC_API_KEY"},
 	}
 	for _, tt := range tests {
@@ -192,7 +194,7 @@ func TestMissingKey(t *testing.T) {
 	}
 	t.Run("keyless endpoint", func(t *testing.T) {
 		tr := startRelay(t, withConfig(func(c *Config) {
-			c.OpenAI = ProviderConfig{BaseURL: c.OpenAI.BaseURL, Keyless: true}
+			c.OpenAI = llmprovider.ProviderConfig{BaseURL: c.OpenAI.BaseURL, Keyless: true}
 			c.Getenv = func(string) string { return "" }
 		}))
 		tr.model.override = func(w http.ResponseWriter, r *http.Request, _ []byte) {
@@ -228,13 +230,13 @@ func TestUsageRecorded(t *testing.T) {
 		wantPath   string
 		wantLabel  string
 	}{
-		{name: "anthropic json", provider: Anthropic, body: anthropicBody, wantModel: "claude-haiku-4-5-20251001",
+		{name: "anthropic json", provider: llmprovider.Anthropic, body: anthropicBody, wantModel: "claude-haiku-4-5-20251001",
 			wantIn: 10, wantOut: 20, wantCost: anthropicJSONCost, wantPath: "/v1/messages", wantLabel: "claude-haiku-4-5"},
-		{name: "anthropic sse with cache", provider: Anthropic, body: anthropicStreamBody, wantModel: "claude-sonnet-4-5-20250929",
+		{name: "anthropic sse with cache", provider: llmprovider.Anthropic, body: anthropicStreamBody, wantModel: "claude-sonnet-4-5-20250929",
 			wantIn: 1200 + 100 + 1000, wantOut: 350, wantCost: anthropicSSECost, wantStream: true, wantPath: "/v1/messages", wantLabel: "claude-sonnet-4-5"},
-		{name: "openai json", provider: OpenAI, body: openAIBody, wantModel: "gpt-4o-mini-2024-07-18",
+		{name: "openai json", provider: llmprovider.OpenAI, body: openAIBody, wantModel: "gpt-4o-mini-2024-07-18",
 			wantIn: 100, wantOut: 50, wantCost: openAIJSONCost, wantPath: "/chat/completions", wantLabel: "gpt-4o-mini"},
-		{name: "openai sse (usage requested by the relay)", provider: OpenAI, body: openAIStreamBody, wantModel: "gpt-4o-2024-08-06",
+		{name: "openai sse (usage requested by the relay)", provider: llmprovider.OpenAI, body: openAIStreamBody, wantModel: "gpt-4o-2024-08-06",
 			wantIn: 500, wantOut: 40, wantCost: openAISSECost, wantStream: true, wantPath: "/chat/completions", wantLabel: "gpt-4o"},
 	}
 	for _, tt := range tests {
@@ -242,7 +244,7 @@ func TestUsageRecorded(t *testing.T) {
 			tr := startRelay(t)
 			var resp *http.Response
 			var body []byte
-			if tt.provider == Anthropic {
+			if tt.provider == llmprovider.Anthropic {
 				resp, body = tr.anthropic(t, tokenS2, tt.body)
 			} else {
 				resp, body = tr.openai(t, tokenS2, tt.body)
@@ -372,11 +374,11 @@ func TestErrorBodyScrubbed(t *testing.T) {
 		status   int
 		body     string
 	}{
-		{name: "openai masked key", provider: OpenAI, status: 401,
+		{name: "openai masked key", provider: llmprovider.OpenAI, status: 401,
 			body: `{"error":{"message":"Incorrect API key provided: sk-proj-********************************cdef. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`},
-		{name: "openai whole key", provider: OpenAI, status: 400, body: `{"error":{"message":"bad header Authorization: Bearer ` + openAIKey + `","type":"invalid_request_error"}}`},
-		{name: "anthropic whole key", provider: Anthropic, status: 401, body: `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key ` + anthropicKey + `"}}`},
-		{name: "vLLM plain text", provider: OpenAI, status: 500, body: "internal error with key " + openAIKey + "\n"},
+		{name: "openai whole key", provider: llmprovider.OpenAI, status: 400, body: `{"error":{"message":"bad header Authorization: Bearer ` + openAIKey + `","type":"invalid_request_error"}}`},
+		{name: "anthropic whole key", provider: llmprovider.Anthropic, status: 401, body: `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key ` + anthropicKey + `"}}`},
+		{name: "vLLM plain text", provider: llmprovider.OpenAI, status: 500, body: "internal error with key " + openAIKey + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -388,7 +390,7 @@ func TestErrorBodyScrubbed(t *testing.T) {
 			}
 			var resp *http.Response
 			var body []byte
-			if tt.provider == Anthropic {
+			if tt.provider == llmprovider.Anthropic {
 				resp, body = tr.anthropic(t, tokenS1, anthropicBody)
 			} else {
 				resp, body = tr.openai(t, tokenS1, openAIBody)
@@ -486,7 +488,7 @@ func TestUpstreamFailures(t *testing.T) {
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
-			_, msg := errorMessage(t, OpenAI, body)
+			_, msg := errorMessage(t, llmprovider.OpenAI, body)
 			if strings.Contains(msg, "127.0.0.1") || strings.Contains(msg, "169.254") || resp.Header.Get("Location") != "" {
 				t.Fatalf("upstream detail reached the agent: %q", msg)
 			}
@@ -514,10 +516,10 @@ func TestUnknownModelPrice(t *testing.T) {
 	if c.CostUSD != 0 || c.InputTokens != 7 || c.OutputTokens != 3 || !strings.Contains(c.Error, `no price for model "llama3.1:8b"`) {
 		t.Fatalf("record %+v", c)
 	}
-	if v := testutil.ToFloat64(tr.relay.metrics.unpriced.WithLabelValues(OpenAI)); v != 1 {
+	if v := testutil.ToFloat64(tr.relay.metrics.unpriced.WithLabelValues(llmprovider.OpenAI)); v != 1 {
 		t.Fatalf("unpriced metric %v", v)
 	}
-	if v := testutil.ToFloat64(tr.relay.metrics.tokens.WithLabelValues(OpenAI, unknownModelLabel, "input")); v != 7 {
+	if v := testutil.ToFloat64(tr.relay.metrics.tokens.WithLabelValues(llmprovider.OpenAI, unknownModelLabel, "input")); v != 7 {
 		t.Fatalf("token metric %v", v)
 	}
 }
@@ -575,10 +577,10 @@ func TestNewChecks(t *testing.T) {
 	}{
 		{name: "no auth", deps: Deps{Sink: &memSink{}}, wantErr: "no authenticator"},
 		{name: "no sink", deps: Deps{Auth: auth}, wantErr: "no audit sink"},
-		{name: "http with key", cfg: Config{Anthropic: ProviderConfig{BaseURL: "http://api.example"}}, deps: Deps{Auth: auth, Sink: &memSink{}}, wantErr: "clear text"},
-		{name: "bad base", cfg: Config{OpenAI: ProviderConfig{BaseURL: "https://u:p@api.example/v1"}}, deps: Deps{Auth: auth, Sink: &memSink{}}, wantErr: "user info"},
+		{name: "http with key", cfg: Config{Anthropic: llmprovider.ProviderConfig{BaseURL: "http://api.example"}}, deps: Deps{Auth: auth, Sink: &memSink{}}, wantErr: "clear text"},
+		{name: "bad base", cfg: Config{OpenAI: llmprovider.ProviderConfig{BaseURL: "https://u:p@api.example/v1"}}, deps: Deps{Auth: auth, Sink: &memSink{}}, wantErr: "user info"},
 		{name: "bad prefix", cfg: Config{Prefix: "llm"}, deps: Deps{Auth: auth, Sink: &memSink{}}, wantErr: "prefix"},
-		{name: "keyless http ok", cfg: Config{OpenAI: ProviderConfig{BaseURL: "http://ollama:11434/v1", Keyless: true}}, deps: Deps{Auth: auth, Sink: &memSink{}}},
+		{name: "keyless http ok", cfg: Config{OpenAI: llmprovider.ProviderConfig{BaseURL: "http://ollama:11434/v1", Keyless: true}}, deps: Deps{Auth: auth, Sink: &memSink{}}},
 		{name: "key with newline", cfg: Config{Getenv: func(string) string { return "a\nb" }}, deps: Deps{Auth: auth, Sink: &memSink{}}, wantErr: "line break"},
 	}
 	for _, tt := range tests {
@@ -601,7 +603,7 @@ func TestNewChecks(t *testing.T) {
 // TestRefusalShapes: every refusal is valid JSON in the provider's shape.
 func TestRefusalShapes(t *testing.T) {
 	for _, k := range []errKind{kindInvalid, kindAuth, kindPermission, kindNotFound, kindMethod, kindTooLarge, kindRateLimit, kindBudget, kindUnavailable, kindUpstream, kindTimeout} {
-		for _, p := range []string{Anthropic, OpenAI, ""} {
+		for _, p := range []string{llmprovider.Anthropic, llmprovider.OpenAI, ""} {
 			t.Run(fmt.Sprintf("%s/%d", p, k), func(t *testing.T) {
 				w := &recorder{h: http.Header{}}
 				writeRefusal(w, p, &refusal{status: 400, kind: k, msg: "m \"quoted\""})

@@ -19,8 +19,8 @@ var keyLike = regexp.MustCompile(`sk-[A-Za-z0-9_*-]{6,}`)
 // scrub removes the provider's key, and anything shaped like a key, from an
 // upstream error body.
 func (p *provider) scrub(b []byte) []byte {
-	if p.key != "" {
-		b = bytes.ReplaceAll(b, []byte(p.key), redacted)
+	if p.up.Key() != "" {
+		b = bytes.ReplaceAll(b, []byte(p.up.Key()), redacted)
 	}
 	return keyLike.ReplaceAll(b, redacted)
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
 )
@@ -75,9 +76,9 @@ func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	sess, err := r.authenticate(req)
 	if err != nil {
-		r.log.Warn("llmrelay: refused an unauthenticated model call", slog.String("provider", p.name),
+		r.log.Warn("llmrelay: refused an unauthenticated model call", slog.String("provider", p.up.Provider),
 			slog.String("remote", req.RemoteAddr), slog.String("error", err.Error()))
-		r.refuseUnauthenticated(w, req, p.name, &refusal{status: http.StatusUnauthorized, kind: kindAuth, reason: "auth", noRetry: true,
+		r.refuseUnauthenticated(w, req, p.up.Provider, &refusal{status: http.StatusUnauthorized, kind: kindAuth, reason: "auth", noRetry: true,
 			msg: "unknown or missing agent token: the API key must be this session's IRONCURTAIN_AGENT_TOKEN"})
 		return
 	}
@@ -99,9 +100,9 @@ func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
 		r.refuse(w, req, c, &refusal{status: http.StatusBadRequest, kind: kindInvalid, reason: "query", msg: "query string too long"})
 		return
 	}
-	if !p.keyless && p.key == "" {
+	if !p.up.Keyless() && p.up.Key() == "" {
 		r.refuse(w, req, c, &refusal{status: http.StatusServiceUnavailable, kind: kindUnavailable, reason: "no_key", noRetry: true,
-			msg: fmt.Sprintf("the gateway has no %s API key: an operator must set %s in the gateway's environment", p.name, p.keyEnv)})
+			msg: fmt.Sprintf("the gateway has no %s API key: an operator must set %s in the gateway's environment", p.up.Provider, p.up.KeyEnv)})
 		return
 	}
 	if r.auditDown.Load() {
@@ -163,8 +164,8 @@ func cleanEscapes(u *url.URL) bool {
 }
 
 func allowedList(p *provider) string {
-	switch p.name {
-	case Anthropic:
+	switch p.up.Provider {
+	case llmprovider.Anthropic:
 		return "POST v1/messages, POST v1/messages/count_tokens"
 	default:
 		return "POST chat/completions, completions, responses, embeddings; GET models, models/{id}"
@@ -276,7 +277,7 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, c *call, body 
 
 	sent := time.Now()
 	resp, err := r.transport.RoundTrip(out)
-	r.metrics.latency.WithLabelValues(c.p.name).Observe(time.Since(sent).Seconds())
+	r.metrics.latency.WithLabelValues(c.p.up.Provider).Observe(time.Since(sent).Seconds())
 	if err != nil {
 		c.note("upstream: %v", err)
 		switch {
@@ -420,40 +421,40 @@ func (r *Relay) refuseUnauthenticated(w http.ResponseWriter, _ *http.Request, pr
 
 // refuse answers an authenticated request itself and records it.
 func (r *Relay) refuse(w http.ResponseWriter, _ *http.Request, c *call, rf *refusal) {
-	r.metrics.refusals.WithLabelValues(c.p.name, rf.reason).Inc()
+	r.metrics.refusals.WithLabelValues(c.p.up.Provider, rf.reason).Inc()
 	c.note("refused (%s): %s", rf.reason, rf.msg)
-	writeRefusal(w, c.p.name, rf)
+	writeRefusal(w, c.p.up.Provider, rf)
 	r.finishWith(c, rf.status)
 }
 
 // finish prices, charges, counts and records a call the upstream answered.
 func (r *Relay) finish(c *call, returned int) {
 	if c.ep.metered && c.usage.Total() > 0 {
-		if key, pr, ok := r.prices.lookup(c.model); ok {
-			c.priceKey, c.cost = key, pr.cost(c.usage)
+		if key, pr, ok := r.prices.Lookup(c.model); ok {
+			c.priceKey, c.cost = key, pr.Cost(c.usage.Input, c.usage.CacheWrite, c.usage.CacheRead, c.usage.Output)
 		} else {
 			c.note("no price for model %q: cost recorded as 0 (add it to relay.prices)", c.model)
-			r.metrics.unpriced.WithLabelValues(c.p.name).Inc()
+			r.metrics.unpriced.WithLabelValues(c.p.up.Provider).Inc()
 		}
 		r.ledger.charge(c.sess.ID, c.usage.Total(), c.cost)
 		model := c.priceKey
 		if model == "" {
 			model = unknownModelLabel
 		}
-		r.metrics.tokens.WithLabelValues(c.p.name, model, "input").Add(float64(c.usage.InputTotal()))
-		r.metrics.tokens.WithLabelValues(c.p.name, model, "output").Add(float64(c.usage.Output))
-		r.metrics.cost.WithLabelValues(c.p.name, model).Add(c.cost)
+		r.metrics.tokens.WithLabelValues(c.p.up.Provider, model, "input").Add(float64(c.usage.InputTotal()))
+		r.metrics.tokens.WithLabelValues(c.p.up.Provider, model, "output").Add(float64(c.usage.Output))
+		r.metrics.cost.WithLabelValues(c.p.up.Provider, model).Add(c.cost)
 	}
 	r.finishWith(c, returned)
 }
 
 func (r *Relay) finishWith(c *call, returned int) {
-	r.metrics.requests.WithLabelValues(c.p.name, codeLabel(returned)).Inc()
+	r.metrics.requests.WithLabelValues(c.p.up.Provider, codeLabel(returned)).Inc()
 	ev := &audit.LLMCall{
 		ID:           c.id,
 		SessionID:    c.sess.ID,
 		Time:         c.start,
-		Provider:     c.p.name,
+		Provider:     c.p.up.Provider,
 		Model:        c.model,
 		Path:         c.path,
 		Stream:       c.stream,

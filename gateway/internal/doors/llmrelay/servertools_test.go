@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 // TestServerToolsRefused: a hijacked agent cannot have the provider fetch
@@ -50,9 +52,9 @@ func TestServerToolsRefused(t *testing.T) {
 			if tt.wantStatus == 200 {
 				return
 			}
-			provider := OpenAI
+			provider := llmprovider.OpenAI
 			if strings.HasPrefix(tt.path, "/anthropic") {
-				provider = Anthropic
+				provider = llmprovider.Anthropic
 			}
 			_, msg := errorMessage(t, provider, body)
 			if tt.wantStatus == 403 && (!strings.Contains(msg, tt.wantTool) || !strings.Contains(msg, "relay.unsafe_allow_server_tools")) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 // TestStreamByteIdentical: SSE arrives at the agent exactly as the model
@@ -19,11 +21,11 @@ func TestStreamByteIdentical(t *testing.T) {
 		body     string
 		send     []string // written and flushed one by one
 	}{
-		{name: "anthropic", provider: Anthropic, body: anthropicStreamBody, send: strings.SplitAfter(anthropicSSE, "\n\n")},
-		{name: "anthropic CRLF split mid-line", provider: Anthropic, body: anthropicStreamBody, send: splitEvery(crlf, 7)},
-		{name: "openai with comments", provider: OpenAI, body: openAIStreamBody,
+		{name: "anthropic", provider: llmprovider.Anthropic, body: anthropicStreamBody, send: strings.SplitAfter(anthropicSSE, "\n\n")},
+		{name: "anthropic CRLF split mid-line", provider: llmprovider.Anthropic, body: anthropicStreamBody, send: splitEvery(crlf, 7)},
+		{name: "openai with comments", provider: llmprovider.OpenAI, body: openAIStreamBody,
 			send: []string{": keep-alive\n\n", openAISSEBody, openAISSEUsageChunk[:30], openAISSEUsageChunk[30:], openAISSEDone}},
-		{name: "openai CR only", provider: OpenAI, body: openAIStreamBody,
+		{name: "openai CR only", provider: llmprovider.OpenAI, body: openAIStreamBody,
 			send: []string{strings.ReplaceAll(openAISSEBody+openAISSEUsageChunk+openAISSEDone, "\n", "\r")}},
 	}
 	for _, tt := range tests {
@@ -39,7 +41,7 @@ func TestStreamByteIdentical(t *testing.T) {
 			}
 			var resp *http.Response
 			var body []byte
-			if tt.provider == Anthropic {
+			if tt.provider == llmprovider.Anthropic {
 				resp, body = tr.anthropic(t, tokenS1, tt.body)
 			} else {
 				resp, body = tr.openai(t, tokenS1, tt.body)
@@ -73,13 +75,13 @@ func splitEvery(s string, n int) []string {
 // TestStreamFlushedAsItArrives: the agent reads the first event while the
 // model server still holds back the rest, so the relay buffers nothing.
 func TestStreamFlushedAsItArrives(t *testing.T) {
-	for _, provider := range []string{Anthropic, OpenAI} {
+	for _, provider := range []string{llmprovider.Anthropic, llmprovider.OpenAI} {
 		t.Run(provider, func(t *testing.T) {
 			tr := startRelay(t)
 			release := make(chan struct{})
 			first, rest := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":3}}}\n\n",
 				"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n"
-			if provider == OpenAI {
+			if provider == llmprovider.OpenAI {
 				first, rest = openAISSEBody, openAISSEUsageChunk+openAISSEDone
 			}
 			tr.model.override = func(w http.ResponseWriter, _ *http.Request, _ []byte) {
@@ -94,7 +96,7 @@ func TestStreamFlushedAsItArrives(t *testing.T) {
 			}
 			path, body, hdr := "/anthropic/v1/messages", anthropicStreamBody, "X-Api-Key"
 			val := tokenS1
-			if provider == OpenAI {
+			if provider == llmprovider.OpenAI {
 				path, body, hdr, val = "/openai/chat/completions", openAIStreamBody, "Authorization", "Bearer "+tokenS1
 			}
 			req, _ := http.NewRequest(http.MethodPost, tr.url+path, strings.NewReader(body))

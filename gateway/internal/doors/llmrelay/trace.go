@@ -23,7 +23,7 @@ func (r *Relay) startSpan(req *http.Request, c *call) *http.Request {
 		return req
 	}
 	ctx, span := r.tracer.Start(req.Context(), spanCall, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(tracing.SessionID.String(c.sess.ID), tracing.LLMProvider.String(c.p.name), tracing.CallID.String(c.id)))
+		trace.WithAttributes(tracing.SessionID.String(c.sess.ID), tracing.LLMProvider.String(c.p.up.Provider), tracing.CallID.String(c.id)))
 	c.span, c.traceID = span, tracing.TraceID(ctx)
 	return req.WithContext(ctx)
 }

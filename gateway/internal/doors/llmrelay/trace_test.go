@@ -10,6 +10,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 // A relayed call has one span with the token counts of its audit record;
@@ -23,8 +25,8 @@ func TestTraceRelayCall(t *testing.T) {
 		body     string
 		stream   string
 	}{
-		{name: "anthropic json", provider: Anthropic, body: anthropicBody, stream: "false"},
-		{name: "openai sse", provider: OpenAI, body: openAIStreamBody, stream: "true"},
+		{name: "anthropic json", provider: llmprovider.Anthropic, body: anthropicBody, stream: "false"},
+		{name: "openai sse", provider: llmprovider.OpenAI, body: openAIStreamBody, stream: "true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,7 +38,7 @@ func TestTraceRelayCall(t *testing.T) {
 			hdr := map[string]string{"Content-Type": "application/json", "Traceparent": "00-" + agentTrace + "-b7ad6b7169203331-01"}
 			path := "/openai/chat/completions"
 			hdr["Authorization"] = "Bearer " + tokenS1
-			if tt.provider == Anthropic {
+			if tt.provider == llmprovider.Anthropic {
 				path = "/anthropic/v1/messages"
 				delete(hdr, "Authorization")
 				hdr["X-Api-Key"], hdr["Anthropic-Version"] = tokenS1, "2023-06-01"

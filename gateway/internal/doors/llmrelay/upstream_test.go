@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"ironcurtain.dev/gateway/internal/llmprovider"
 )
 
 func TestResolveUpstream(t *testing.T) {
@@ -17,14 +19,14 @@ func TestResolveUpstream(t *testing.T) {
 		wantHdr  map[string]string
 		wantErr  string
 	}{
-		{name: "anthropic default", cfg: Config{}, provider: Anthropic, wantURL: "https://api.anthropic.com/v1/messages",
-			wantHdr: map[string]string{"X-Api-Key": "ak", "Anthropic-Version": DefaultAnthropicVersion}},
-		{name: "openai named key", cfg: Config{OpenAI: ProviderConfig{BaseURL: "https://llm.example/v1/", APIKeyEnv: "MY_KEY"}}, provider: OpenAI,
+		{name: "anthropic default", cfg: Config{}, provider: llmprovider.Anthropic, wantURL: "https://api.anthropic.com/v1/messages",
+			wantHdr: map[string]string{"X-Api-Key": "ak", "Anthropic-Version": llmprovider.DefaultAnthropicVersion}},
+		{name: "openai named key", cfg: Config{OpenAI: llmprovider.ProviderConfig{BaseURL: "https://llm.example/v1/", APIKeyEnv: "MY_KEY"}}, provider: llmprovider.OpenAI,
 			wantURL: "https://llm.example/v1/chat/completions", wantHdr: map[string]string{"Authorization": "Bearer mk"}},
-		{name: "keyless local", cfg: Config{OpenAI: ProviderConfig{BaseURL: "http://ollama:11434/v1", Keyless: true}}, provider: OpenAI,
+		{name: "keyless local", cfg: Config{OpenAI: llmprovider.ProviderConfig{BaseURL: "http://ollama:11434/v1", Keyless: true}}, provider: llmprovider.OpenAI,
 			wantURL: "http://ollama:11434/v1/chat/completions", wantHdr: map[string]string{"Authorization": ""}},
-		{name: "missing key", cfg: Config{}, provider: OpenAI, wantErr: "OPENAI_API_KEY is not set"},
-		{name: "plain http with a key", cfg: Config{Anthropic: ProviderConfig{BaseURL: "http://x.example"}}, provider: Anthropic, wantErr: "clear text"},
+		{name: "missing key", cfg: Config{}, provider: llmprovider.OpenAI, wantErr: "OPENAI_API_KEY is not set"},
+		{name: "plain http with a key", cfg: Config{Anthropic: llmprovider.ProviderConfig{BaseURL: "http://x.example"}}, provider: llmprovider.Anthropic, wantErr: "clear text"},
 		{name: "unknown provider", provider: "gemini", wantErr: `provider "gemini"`},
 	}
 	for _, tt := range tests {
@@ -41,7 +43,7 @@ func TestResolveUpstream(t *testing.T) {
 				t.Fatal(err)
 			}
 			path := "v1/messages"
-			if tt.provider == OpenAI {
+			if tt.provider == llmprovider.OpenAI {
 				path = "chat/completions"
 			}
 			if got := up.URL(path); got != tt.wantURL {
@@ -58,17 +60,5 @@ func TestResolveUpstream(t *testing.T) {
 				t.Error("Redact left the key in place")
 			}
 		})
-	}
-}
-
-func TestEstimateCost(t *testing.T) {
-	if c, ok := EstimateCost(nil, "claude-haiku-4-5-20251001", 1_000_000, 1_000_000); !ok || c != 6 {
-		t.Fatalf("haiku: %v %v, want 6 (1 + 5)", c, ok)
-	}
-	if _, ok := EstimateCost(nil, "my-local-model", 1, 1); ok {
-		t.Fatal("an unknown model has a price")
-	}
-	if c, ok := EstimateCost(map[string]Price{"my-local-model": price(0, 0)}, "my-local-model", 10, 10); !ok || c != 0 {
-		t.Fatalf("override: %v %v", c, ok)
 	}
 }
