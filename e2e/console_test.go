@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"ironcurtain.dev/e2e/internal/stack"
+	"ironcurtain.dev/e2e/internal/testenv"
 )
 
 // consoleSession is the agent session of the console scenario.
@@ -59,16 +59,7 @@ func jsString(s string) string {
 // chromiumPath finds Debian's chromium. Without it the test is skipped,
 // except in CI (CI=true), where it fails.
 func chromiumPath(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed (scripts/prereqs.sh installs it)")
-	}
-	t.Skip("chromium is not installed (scripts/prereqs.sh installs it; in CI this fails)")
-	return ""
+	return testenv.Require(t, "chromium", "chromium-browser", "google-chrome")
 }
 
 // browserLog collects what the page logged: console messages, exceptions,

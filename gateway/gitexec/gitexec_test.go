@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // setupGit runs an unhardened git for test set-up only, isolated from the
@@ -29,12 +31,7 @@ func setupGit(t testing.TB, dir string, args ...string) string {
 // newRepo creates a repository with one commit and returns it.
 func newRepo(t *testing.T) Repo {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("git is required in CI: %v", err)
-		}
-		t.Skip("git not installed")
-	}
+	testenv.Require(t, "git")
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -8,18 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // TestQuarantine: a quarantine must sit directly inside the repository's
 // objects directory; objects written under it land there only, and the
 // repository's objects are read through it; Env cannot set the variables.
 func TestQuarantine(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("git is required in CI: %v", err)
-		}
-		t.Skip("git not installed")
-	}
+	testenv.Require(t, "git")
 	dir := t.TempDir()
 	repo := filepath.Join(dir, "r.git")
 	if out, err := exec.Command("git", "init", "-q", "--bare", repo).CombinedOutput(); err != nil {

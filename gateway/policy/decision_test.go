@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // A decision suite is one testdata/*.yaml file: settings, a set-up of real
@@ -167,12 +169,7 @@ func (tr tree) apply(t testing.TB, ops []op) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := exec.LookPath("git"); err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatal("git is not installed (CI must have it: .ci/run installs it)")
-				}
-				t.Skip("git is not installed")
-			}
+			testenv.Require(t, "git")
 			testGit(t, dir, "init", "-q", "-b", "main")
 			testGit(t, dir, "commit", "-q", "--allow-empty", "-m", "initial")
 		case len(o.Git) >= 2:

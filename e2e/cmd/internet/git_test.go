@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"ironcurtain.dev/e2e/internal/testenv"
 )
 
 const backendPath = "/usr/lib/git-core/git-http-backend"
@@ -19,15 +21,9 @@ const backendPath = "/usr/lib/git-core/git-http-backend"
 // HTTP with the host's git, with and without the token.
 func TestGitRemote(t *testing.T) {
 	// In CI a missing git fails: .ci/run installs it (git-http-backend comes with it).
-	skip := t.Skip
-	if os.Getenv("CI") == "true" {
-		skip = t.Fatal
-	}
-	if _, err := exec.LookPath("git"); err != nil {
-		skip("git is not installed")
-	}
+	testenv.Require(t, "git")
 	if _, err := os.Stat(backendPath); err != nil {
-		skip("git http-backend is not installed")
+		testenv.Missing(t, "git http-backend is not installed: %v", err)
 	}
 	ctx := context.Background()
 	root := t.TempDir()

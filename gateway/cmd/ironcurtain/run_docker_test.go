@@ -22,6 +22,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/runcmd"
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // runTestAgentEnv makes this test binary the stand-in agent of
@@ -115,10 +116,7 @@ var runBaseImage = cmp.Or(os.Getenv("IC_BASE_IMAGE"), "ironcurtain/base-offline:
 // the test skips, except under CI=true, where it fails.
 func runDockerOrSkip(t *testing.T) *client.Client {
 	t.Helper()
-	fail := t.Skipf
-	if os.Getenv("CI") == "true" {
-		fail = t.Fatalf
-	}
+	fail := func(format string, args ...any) { t.Helper(); testenv.Missing(t, format, args...) }
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		fail("no Docker client: %v", err)

@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"ironcurtain.dev/gateway/internal/store/pgtest"
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // The observability artefacts (compose/observability, docs/observability.md)
@@ -44,14 +45,7 @@ const (
 // scripts/prereqs.sh). In CI a missing promtool fails the test.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("promtool is not installed (apt-get install prometheus; scripts/prereqs.sh): %v", err)
-		}
-		t.Skip("promtool is not installed (apt-get install prometheus; scripts/prereqs.sh)")
-	}
-	return p
+	return testenv.Require(t, "promtool")
 }
 
 func runPromtool(t *testing.T, stdin []byte, args ...string) string {

@@ -2,10 +2,11 @@ package autoapprove
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"ironcurtain.dev/gateway/internal/audit"
 )
 
 // Decision is one recent decision of a session.
@@ -26,33 +27,20 @@ type History interface {
 // historyFieldChars bounds each text field read from the audit trail.
 const historyFieldChars = 200
 
-// PGHistory reads tool_calls.
+// PGHistory reads the audit trail (audit.RecentDecisions).
 type PGHistory struct{ Pool *pgxpool.Pool }
 
 var _ History = PGHistory{}
 
 // Recent implements History.
 func (h PGHistory) Recent(ctx context.Context, session, exclude string, n int) ([]Decision, error) {
-	rows, err := h.Pool.Query(ctx, `
-SELECT at, left(server, $4) || '__' || left(tool, $4), decision, left(rule, $4)
-FROM tool_calls
-WHERE session_id = $1 AND call_id <> $2
-ORDER BY seq DESC
-LIMIT $3`, session, exclude, n, historyFieldChars)
+	rows, err := audit.RecentDecisions(ctx, h.Pool, session, exclude, n, historyFieldChars)
 	if err != nil {
-		return nil, fmt.Errorf("reading the session's recent decisions: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []Decision
-	for rows.Next() {
-		var d Decision
-		if err := rows.Scan(&d.At, &d.Tool, &d.Decision, &d.Rule); err != nil {
-			return nil, fmt.Errorf("reading the session's recent decisions: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading the session's recent decisions: %w", err)
+	out := make([]Decision, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Decision{At: r.At, Tool: r.Tool, Decision: r.Decision, Rule: r.Rule})
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/internal/testenv"
 	"ironcurtain.dev/gateway/secretscan"
 )
 
@@ -27,12 +28,7 @@ type testRepo struct {
 
 func newTestRepo(t testing.TB) *testRepo {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("git is required in CI: %v", err)
-		}
-		t.Skip("git not installed")
-	}
+	testenv.Require(t, "git")
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/external"
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // baseImage is the offline base image (make images-offline); the test
@@ -43,10 +44,7 @@ var baseImage = cmp.Or(os.Getenv("IC_BASE_IMAGE"), "ironcurtain/base-offline:boo
 // except under CI=true, where it fails (DESIGN §13).
 func dockerOrSkip(t testing.TB) *client.Client {
 	t.Helper()
-	fail := t.Skipf
-	if os.Getenv("CI") == "true" {
-		fail = t.Fatalf
-	}
+	fail := func(format string, args ...any) { t.Helper(); testenv.Missing(t, format, args...) }
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		fail("no Docker client: %v", err)

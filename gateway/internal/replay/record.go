@@ -4,28 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"time"
 
 	"ironcurtain.dev/gateway/internal/audit"
 )
 
-// Record is one recorded decision (a tool_calls row).
-type Record struct {
-	CallID    string
-	SessionID string
-	At        time.Time
-	Server    string
-	Tool      string
-	// Args is the stored arguments text (audit.StoredArgs form when
-	// ArgsEscaped; whole and unescaped for rows written before migration
-	// 0005).
-	Args        []byte
-	ArgsEscaped bool
-	Decision    string
-	Rule        string
-	// PolicyVersion is the version that decided ("" before migration 0007).
-	PolicyVersion string
-}
+// Record is one recorded decision (a tool_calls row, read by the audit
+// trail's read model).
+type Record = audit.RecordedDecision
 
 // Reasons a record cannot be replayed faithfully (Report.NotReplayable).
 const (

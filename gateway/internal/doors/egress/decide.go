@@ -2,15 +2,14 @@ package egress
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/elazarl/goproxy"
 
+	"ironcurtain.dev/gateway/internal/auth"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/policy"
@@ -87,16 +86,13 @@ func addressRefusal(err error) *refusal {
 // authenticate reads the agent token from Proxy-Authorization: Basic with
 // the token as the password (the user name is ignored), or Bearer.
 func (p *Proxy) authenticate(ctx context.Context, r *http.Request) (string, *refusal) {
-	vals := r.Header.Values("Proxy-Authorization")
-	if len(vals) != 1 {
-		reason := "proxy authentication required"
-		if len(vals) > 1 {
-			reason = "several Proxy-Authorization headers"
-		}
-		return "", &refusal{http.StatusProxyAuthRequired, ruleAuth, reason}
-	}
-	tok, ok := proxyToken(vals[0])
-	if !ok {
+	tok, err := proxyToken(r.Header)
+	switch {
+	case errors.Is(err, auth.ErrMissing) && len(r.Header.Values(auth.ProxyAuthorization)) == 0:
+		return "", &refusal{http.StatusProxyAuthRequired, ruleAuth, "proxy authentication required"}
+	case errors.Is(err, auth.ErrRepeated):
+		return "", &refusal{http.StatusProxyAuthRequired, ruleAuth, "several Proxy-Authorization headers"}
+	case err != nil:
 		return "", &refusal{http.StatusProxyAuthRequired, ruleAuth, "malformed Proxy-Authorization"}
 	}
 	if srv, ok := p.servers.byToken(tok); ok {
@@ -109,24 +105,10 @@ func (p *Proxy) authenticate(ctx context.Context, r *http.Request) (string, *ref
 	return s.ID, nil
 }
 
-func proxyToken(h string) (string, bool) {
-	scheme, rest, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if !ok {
-		return "", false
-	}
-	rest = strings.TrimSpace(rest)
-	switch strings.ToLower(scheme) {
-	case "basic":
-		dec, err := base64.StdEncoding.DecodeString(rest)
-		if err != nil {
-			return "", false
-		}
-		_, pass, ok := strings.Cut(string(dec), ":")
-		return pass, ok && pass != ""
-	case "bearer":
-		return rest, rest != ""
-	}
-	return "", false
+// proxyToken is the agent token of the one Proxy-Authorization header of h:
+// the Basic password (any user name) or the Bearer token.
+func proxyToken(h http.Header) (string, error) {
+	return auth.Token(h, auth.ProxyAuthorization, auth.SchemeBasic, auth.SchemeBearer)
 }
 
 // decideHost: deployment allowlist, then session approvals, then (if

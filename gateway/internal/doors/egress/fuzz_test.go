@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bytes"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -29,7 +30,8 @@ func TestProxyToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := proxyToken(tt.header)
+			got, err := proxyToken(http.Header{"Proxy-Authorization": {tt.header}})
+			ok := err == nil
 			if ok != tt.wantOK || ok && got != tt.want {
 				t.Fatalf("proxyToken(%q) = %q, %v; want %q, %v", tt.header, got, ok, tt.want, tt.wantOK)
 			}
@@ -66,7 +68,8 @@ func FuzzProxyToken(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, h string) {
-		tok, ok := proxyToken(h)
+		tok, err := proxyToken(http.Header{"Proxy-Authorization": {h}})
+		ok := err == nil
 		if ok && tok == "" || !ok && tok != "" {
 			t.Fatalf("proxyToken(%q) = %q, %v", h, tok, ok)
 		}

@@ -40,7 +40,6 @@ package githttp
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +52,7 @@ import (
 	"github.com/google/uuid"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/auth"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/servers"
@@ -274,10 +274,11 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, sess session.S
 }
 
 // authenticate accepts the agent token as the Basic password or a Bearer
-// token; without one it asks git for credentials.
+// token of the one Authorization header; without one it asks git for
+// credentials.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (session.Session, bool) {
-	tok := token(r.Header.Get("Authorization"))
-	if tok == "" {
+	tok, err := token(r.Header)
+	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Basic realm="ironcurtain"`)
 		http.Error(w, "the agent token is required (as the password)", http.StatusUnauthorized)
 		return session.Session{}, false
@@ -292,28 +293,10 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (session.
 	return sess, true
 }
 
-// token extracts the agent token of an Authorization header.
-func token(v string) string {
-	scheme, rest, ok := strings.Cut(strings.TrimSpace(v), " ")
-	if !ok {
-		return ""
-	}
-	rest = strings.TrimSpace(rest)
-	switch {
-	case strings.EqualFold(scheme, "Bearer"):
-		return rest
-	case strings.EqualFold(scheme, "Basic"):
-		b, err := base64.StdEncoding.DecodeString(rest)
-		if err != nil {
-			return ""
-		}
-		_, pass, ok := strings.Cut(string(b), ":")
-		if !ok {
-			return ""
-		}
-		return pass
-	}
-	return ""
+// token is the agent token of the one Authorization header of h: a Bearer
+// token or the Basic password (any user name).
+func token(h http.Header) (string, error) {
+	return auth.Token(h, auth.Authorization, auth.SchemeBearer, auth.SchemeBasic)
 }
 
 // parsePath reads /git/<host>/<owner>/<repo>[.git]/<service>.

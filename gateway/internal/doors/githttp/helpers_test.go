@@ -23,6 +23,7 @@ import (
 	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/testenv"
 	"ironcurtain.dev/gateway/policies/base"
 	"ironcurtain.dev/gateway/policy"
 )
@@ -36,19 +37,7 @@ const (
 // http-backend is missing.
 func needGit(t testing.TB) string {
 	t.Helper()
-	out, err := exec.Command("git", "--exec-path").Output()
-	var backend string
-	if err == nil {
-		backend = filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
-		_, err = os.Stat(backend)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("git and git http-backend are required in CI: %v", err)
-		}
-		t.Skipf("git http-backend not available: %v", err)
-	}
-	return backend
+	return testenv.Require(t, "git-http-backend")
 }
 
 // upstream is a smart-HTTP git server over TLS (git http-backend as CGI)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // ghCLI runs the real gh against the relay, over http_unix_socket (gh then
@@ -22,13 +24,7 @@ type ghCLI struct {
 
 func newGHCLI(t *testing.T, e *env, host string, viaProxy bool) *ghCLI {
 	t.Helper()
-	bin, err := exec.LookPath("gh")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the gh CLI is not installed (scripts/prereqs.sh installs it); in CI that is a failure, never a skip")
-		}
-		t.Skip("the gh CLI is not installed (apt-get install gh); the e2e suite runs it in the agent-shell image")
-	}
+	bin := testenv.Require(t, "gh")
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "gh.sock")
 	ln, err := net.Listen("unix", sock)

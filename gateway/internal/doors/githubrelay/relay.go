@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/auth"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/github"
@@ -426,13 +427,13 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, sess session.Se
 // authenticate accepts the agent token as "Authorization: Bearer <t>" or
 // "token <t>" (what gh sends).
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (session.Session, bool) {
-	if len(r.Header.Values("Authorization")) > 1 {
+	tok, err := auth.Token(r.Header, auth.Authorization, auth.SchemeBearer, auth.SchemeToken)
+	if errors.Is(err, auth.ErrRepeated) {
 		// Readers differ on which one counts: none does.
 		writeError(w, http.StatusUnauthorized, "the Authorization header is given more than once")
 		return session.Session{}, false
 	}
-	tok := agentToken(r.Header.Get("Authorization"))
-	if tok == "" {
+	if err != nil {
 		writeError(w, http.StatusUnauthorized, "the agent token is required (Authorization: token <agent token>)")
 		return session.Session{}, false
 	}
@@ -443,14 +444,6 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (session.
 		return session.Session{}, false
 	}
 	return sess, true
-}
-
-func agentToken(v string) string {
-	scheme, rest, ok := strings.Cut(strings.TrimSpace(v), " ")
-	if !ok || (!strings.EqualFold(scheme, "Bearer") && !strings.EqualFold(scheme, "token")) {
-		return ""
-	}
-	return strings.TrimSpace(rest)
 }
 
 func (h *Handler) restURL(path, query string) string {

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/auth"
 	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
@@ -182,12 +183,15 @@ func (r *Relay) authenticate(req *http.Request) (session.Session, error) {
 			return session.Session{}, err
 		}
 	}
-	for _, v := range req.Header.Values("Authorization") {
-		scheme, cred, found := strings.Cut(strings.TrimSpace(v), " ")
-		if !found || !strings.EqualFold(scheme, "Bearer") {
+	if len(req.Header.Values(auth.Authorization)) > 0 {
+		cred, err := auth.Bearer(req.Header)
+		switch {
+		case errors.Is(err, auth.ErrRepeated):
+			return session.Session{}, errors.New("several Authorization headers")
+		case err != nil:
 			return session.Session{}, errors.New("authorization is not a bearer token")
 		}
-		if err := sameToken(&token, strings.TrimSpace(cred)); err != nil {
+		if err := sameToken(&token, cred); err != nil {
 			return session.Session{}, err
 		}
 	}

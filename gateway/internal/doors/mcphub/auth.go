@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/mark3labs/mcp-go/server"
 
+	"ironcurtain.dev/gateway/internal/auth"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/strictjson"
@@ -41,8 +41,8 @@ func (h *Hub) authenticate(next http.Handler) http.Handler {
 			http.Error(w, "method not allowed: /mcp takes GET, POST and DELETE", http.StatusMethodNotAllowed)
 			return
 		}
-		tok, ok := bearerToken(r.Header.Get("Authorization"))
-		if !ok {
+		tok, err := auth.Bearer(r.Header)
+		if err != nil {
 			h.refuseAuth(w, r, authMissing, "")
 			return
 		}
@@ -206,16 +206,6 @@ func (b *replayBody) Read(p []byte) (int, error) {
 }
 
 func (b *replayBody) Close() error { return nil }
-
-// bearerToken extracts the token of an "Authorization: Bearer" header.
-func bearerToken(v string) (string, bool) {
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
-}
 
 // refuseAuth answers 401 and records the refusal (log and metric). Only a
 // fingerprint of a presented token is logged.

@@ -326,6 +326,8 @@ func TestAuthRefusals(t *testing.T) {
 		{name: "empty bearer", auth: "Bearer ", reason: authMissing},
 		{name: "basic scheme", auth: "Basic " + tokenA, reason: authMissing},
 		{name: "token without scheme", auth: tokenA, reason: authMissing},
+		{name: "trailing junk", auth: "Bearer " + tokenA + " x", reason: authMissing},
+		{name: "tab separator", auth: "Bearer\t" + tokenA, reason: authMissing},
 		{name: "unknown token", auth: "Bearer operator-token-0123456789", reason: authUnknown},
 		{name: "token prefix", auth: "Bearer " + tokenA[:10], reason: authUnknown},
 	}

@@ -69,12 +69,7 @@ type LLMCall struct {
 }
 
 // Disagreement is a tool call the shadow policy decided otherwise.
-type Disagreement struct {
-	CallID, SessionID, Server, Tool string
-	At                              time.Time
-	Decision, Rule                  string
-	ShadowDecision, ShadowRule      string
-}
+type Disagreement = audit.Disagreement
 
 // fieldChars bounds the free-text columns one row returns, in characters.
 const fieldChars = 8 << 10
@@ -164,22 +159,7 @@ ORDER BY at DESC, id DESC LIMIT $5`, fieldChars, session, lo, hi, limit)
 
 // Disagreements implements Store.
 func (s PGStore) Disagreements(ctx context.Context, limit int) ([]Disagreement, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT call_id, session_id, left(server, 256), left(tool, 256), at, decision, left(rule, $1),
-       shadow_decision, left(shadow_rule, $1)
-FROM tool_calls WHERE shadow_decision <> '' AND shadow_decision <> decision
-ORDER BY at DESC LIMIT $2`, fieldChars, limit)
-	if err != nil {
-		return nil, fmt.Errorf("reading shadow disagreements: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Disagreement, error) {
-		var d Disagreement
-		err := r.Scan(&d.CallID, &d.SessionID, &d.Server, &d.Tool, &d.At, &d.Decision, &d.Rule, &d.ShadowDecision, &d.ShadowRule)
-		return d, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading shadow disagreements: %w", err)
-	}
-	return out, nil
+	return audit.Disagreements(ctx, s.Pool, limit, fieldChars)
 }
 
 // Verify implements Store.

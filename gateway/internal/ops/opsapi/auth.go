@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+
+	"ironcurtain.dev/gateway/internal/auth"
 )
 
 // MinTokenLength is the shortest operator token accepted.
@@ -143,13 +145,9 @@ func MetricsAllowed(operators, scrapers *Operators, r *http.Request) bool {
 }
 
 // bearer is the token of the request's one "Authorization: Bearer <token>"
-// header. Two Authorization headers are refused (false): readers differ on
-// which one counts, so none does.
+// header (auth.Bearer: the scheme in any case). Two Authorization headers
+// are refused (false): readers differ on which one counts, so none does.
 func bearer(r *http.Request) (string, bool) {
-	vs := r.Header.Values("Authorization")
-	if len(vs) != 1 {
-		return "", false
-	}
-	token, ok := strings.CutPrefix(vs[0], "Bearer ")
-	return strings.TrimSpace(token), ok
+	token, err := auth.Bearer(r.Header)
+	return token, err == nil
 }

@@ -237,6 +237,8 @@ func TestMetricsAllowed(t *testing.T) {
 		{"no scheme", metricsToken, scrapers, false},
 		{"basic scheme", "Basic " + metricsToken, scrapers, false},
 		{"empty bearer", "Bearer ", scrapers, false},
+		{"lowercase scheme", "bearer " + metricsToken, scrapers, true},
+		{"trailing junk", "Bearer " + metricsToken + " x", scrapers, false},
 		{"none", "", scrapers, false},
 	}
 	for _, tt := range tests {
@@ -319,7 +321,9 @@ func TestAuthOnEveryRoute(t *testing.T) {
 		{"prefix of token", "Bearer " + opToken[:len(opToken)-1]},
 		{"no scheme", opToken},
 		{"basic scheme", "Basic " + opToken},
-		{"lowercase scheme", "bearer " + opToken},
+		{"lowercase scheme, wrong token", "bearer " + opToken + "x"},
+		{"trailing junk", "Bearer " + opToken + " x"},
+		{"tab separator", "Bearer\t" + opToken},
 		{"empty bearer", "Bearer "},
 	}
 	for _, route := range protectedRoutes {
@@ -356,6 +360,34 @@ func TestOperatorTokenWorksEverywhere(t *testing.T) {
 			h.ServeHTTP(rec, req)
 			if rec.Code == http.StatusUnauthorized || rec.Code >= 500 {
 				t.Fatalf("status = %d: %s", rec.Code, rec.Body)
+			}
+		})
+	}
+}
+
+// TestAuthSchemeCaseInsensitive: the scheme is case-insensitive (RFC 9110
+// §11.1), a header sent twice is refused.
+func TestAuthSchemeCaseInsensitive(t *testing.T) {
+	h, _, _ := newTestAPI(t)
+	for _, tt := range []struct {
+		name   string
+		values []string
+		want   int
+	}{
+		{"lowercase", []string{"bearer " + opToken}, http.StatusOK},
+		{"uppercase", []string{"BEARER " + opToken}, http.StatusOK},
+		{"several spaces", []string{"Bearer   " + opToken}, http.StatusOK},
+		{"twice the same", []string{"Bearer " + opToken, "Bearer " + opToken}, http.StatusUnauthorized},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/v1/sessions", nil)
+			for _, v := range tt.values {
+				req.Header.Add("Authorization", v)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.want {
+				t.Fatalf("status = %d, want %d: %s", rec.Code, tt.want, rec.Body)
 			}
 		})
 	}

@@ -7,11 +7,12 @@ import (
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // gitHTTPServer is a smart-HTTP git server over TLS (git http-backend as
@@ -31,18 +32,7 @@ type gitHTTPServer struct {
 
 func newGitHTTPServer(t testing.TB, root, token string) *gitHTTPServer {
 	t.Helper()
-	execPath, err := exec.Command("git", "--exec-path").Output()
-	missing := t.Skipf
-	if os.Getenv("CI") == "true" {
-		missing = t.Fatalf // in CI a missing git is a failure, never a skip
-	}
-	if err != nil {
-		missing("git --exec-path: %v", err)
-	}
-	backend := filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend")
-	if _, err := os.Stat(backend); err != nil {
-		missing("git-http-backend not available: %v", err)
-	}
+	backend := testenv.Require(t, "git-http-backend")
 	h := &gitHTTPServer{root: root, token: token}
 	cgiHandler := &cgi.Handler{
 		Path: backend,

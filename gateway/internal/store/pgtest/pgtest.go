@@ -39,13 +39,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ironcurtain.dev/gateway/internal/store"
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // Environment variables read by the harness.
 const (
 	EnvImage = "IC_POSTGRES_IMAGE"            // image to run; DefaultImage when unset
 	EnvRyuk  = "TESTCONTAINERS_RYUK_DISABLED" // set to "true" when unset
-	EnvCI    = "CI"                           // "true": failures to start Postgres fail the test
+	EnvCI    = testenv.EnvCI                  // "true": failures to start Postgres fail the test
 )
 
 // DefaultImage is the offline image built by `make images-offline`.
@@ -117,10 +118,7 @@ func Shared(t testing.TB) *Server {
 // unavailable fails (CI) or skips (elsewhere) a test that needs Postgres.
 func unavailable(t testing.TB, err error) {
 	t.Helper()
-	if os.Getenv(EnvCI) == "true" {
-		t.Fatalf("pgtest: Postgres is required in CI: %v", err)
-	}
-	t.Skipf("pgtest: skipping, Postgres is not available: %v (needs Docker and the image in %s, default %s: run `make images-offline`)", err, EnvImage, DefaultImage)
+	testenv.Missing(t, "pgtest: Postgres is not available: %v (needs Docker and the image in %s, default %s: run `make images-offline`)", err, EnvImage, DefaultImage)
 }
 
 // DB is one fresh database for one test.
