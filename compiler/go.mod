@@ -2,11 +2,16 @@ module ironcurtain.dev/compiler
 
 go 1.26.0
 
-require ironcurtain.dev/gateway v0.0.0
+require (
+	github.com/spf13/cobra v1.10.2
+	ironcurtain.dev/gateway v0.0.0
+)
 
 require (
 	github.com/go-json-experiment/json v1.27.2 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/kr/text v0.2.0 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )
 
