@@ -4,14 +4,17 @@ go 1.26.0
 
 require (
 	github.com/mark3labs/mcp-go v1.2.1
+	github.com/spf13/cobra v1.10.2
 	ironcurtain.dev/gateway v0.0.0
 )
 
 require (
 	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
 	github.com/spf13/cast v1.7.1 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )
 

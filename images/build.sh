@@ -153,7 +153,13 @@ build_one() {
 
   # Build arguments only the agent shell reads (bash 3.2 safe when empty).
   local -a extra_args=(--build-arg "PREBUILT=$prebuilt")
-  if [[ $name == agent-shell ]]; then extra_args+=(--build-arg "GATEWAY_URL=$agent_shell_gateway"); fi
+  if [[ $name == agent-shell ]]; then
+    extra_args+=(--build-arg "GATEWAY_URL=$agent_shell_gateway")
+  else
+    # The build the binaries report when the builder stage compiles (the context has no .git).
+    extra_args+=(--build-arg "VERSION=${BUILD_VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}")
+    extra_args+=(--build-arg "REVISION=${BUILD_REVISION:-$(git rev-parse HEAD 2>/dev/null || true)}")
+  fi
   log "building $tag ($(if [[ $name == agent-shell ]]; then echo "Debian packages through apt-get"; elif [[ $prebuilt == 1 ]]; then echo "host-built binary"; else echo "compiled in $builder"; fi), base $base)"
   local logfile
   logfile=$(mktemp "${TMPDIR:-/tmp}/ironcurtain-image-$name.XXXXXX")

@@ -7,10 +7,6 @@ import (
 	"strings"
 )
 
-func init() {
-	commands["chat"] = command{summary: "interactive session (/help, /tools, /budget, /pending, /quit)", run: chat}
-}
-
 // chat reads user messages from stdin; the conversation and the budgets
 // span the whole session.
 func chat(ctx context.Context, e env) int {

@@ -11,10 +11,6 @@ import (
 	"ironcurtain.dev/agent/mcpclient"
 )
 
-func init() {
-	commands["doctor"] = command{summary: "check from inside the container: no direct internet, proxy and MCP answer, no credentials", run: runDoctor}
-}
-
 func runDoctor(ctx context.Context, e env) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)

@@ -12,12 +12,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"ironcurtain.dev/agent/internal/buildinfo"
 )
 
 // Exit codes.
@@ -38,13 +42,6 @@ type env struct {
 	stderr  io.Writer
 }
 
-type command struct {
-	summary string
-	run     func(ctx context.Context, e env) int
-}
-
-var commands = map[string]command{}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, env{
@@ -60,35 +57,41 @@ func main() {
 }
 
 func run(ctx context.Context, e env) int {
-	if len(e.args) == 0 || e.args[0] == "help" || e.args[0] == "-h" || e.args[0] == "--help" {
-		usage(e.stderr)
-		if len(e.args) == 0 {
-			return exitUsage
-		}
-		return exitOK
-	}
-	cmd, ok := commands[e.args[0]]
-	if !ok {
-		fmt.Fprintf(e.stderr, "ironcurtain-agent: unknown command %q\n\n", e.args[0])
-		usage(e.stderr)
-		return exitUsage
-	}
-	e.args = e.args[1:]
-	return cmd.run(ctx, e)
+	return execute(ctx, newRoot(e), e)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: ironcurtain-agent <command> [flags]")
-	fmt.Fprintln(w)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// newRoot returns the command tree: every command is listed here.
+func newRoot(e env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ironcurtain-agent",
+		Short: "the credential-less agent runner of IronCurtain",
+		Long: `ironcurtain-agent is the credential-less agent runner of IronCurtain: it asks a
+model (through the gateway's relay) for TypeScript and runs it in the code-mode
+sandbox, whose tool stubs call the gateway over MCP.
+
+exit codes: 0 finished, 1 failed, 2 usage error, 3 a budget ended the run
+run ` + "`ironcurtain-agent <command> -h`" + ` for its flags; see docs/agent.md`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("missing command")
+			}
+			return fmt.Errorf("unknown command %q", args[0])
+		},
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "exit codes: 0 finished, 1 failed, 2 usage error, 3 a budget ended the run")
-	fmt.Fprintln(w, "run `ironcurtain-agent <command> -h` for its flags; see docs/agent.md")
+	root.AddCommand(
+		leaf(e, "run [flags] TASK", `run one task: ironcurtain-agent run [flags] "task"`, runTask),
+		leaf(e, "chat", "interactive session (/help, /tools, /budget, /pending, /quit)", chat),
+		leaf(e, "doctor", "check from inside the container: no direct internet, proxy and MCP answer, no credentials", runDoctor),
+		versionCmd(),
+	)
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.Version = buildinfo.Get().String()
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	root.SetHelpCommand(helpCmd())
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	return root
 }

@@ -97,8 +97,8 @@ steps:
 		wantStdout string
 		wantStderr string
 	}{
-		{name: "no command", args: nil, wantCode: exitUsage, wantStderr: "usage: ironcurtain-agent"},
-		{name: "help", args: []string{"help"}, wantCode: exitOK, wantStderr: "exit codes: 0 finished, 1 failed, 2 usage error, 3 a budget"},
+		{name: "no command", args: nil, wantCode: exitUsage, wantStderr: "missing command"},
+		{name: "help", args: []string{"help"}, wantCode: exitOK, wantStdout: "exit codes: 0 finished, 1 failed, 2 usage error, 3 a budget"},
 		{name: "unknown command", args: []string{"fly"}, wantCode: exitUsage, wantStderr: `unknown command "fly"`},
 		{name: "run without token", vars: map[string]string{envMCPURL: srv.URL, envModel: "replay:" + good}, args: []string{"run", "x"}, wantCode: exitUsage, wantStderr: envToken},
 		{name: "run without mcp url", vars: map[string]string{envToken: testToken, envModel: "replay:" + good}, args: []string{"run", "x"}, wantCode: exitUsage, wantStderr: envMCPURL},

@@ -7,10 +7,6 @@ import (
 	"strings"
 )
 
-func init() {
-	commands["run"] = command{summary: `run one task: ironcurtain-agent run [flags] "task"`, run: runTask}
-}
-
 // runTask runs one task and prints the final answer on stdout; progress,
 // escalations and the reason a run stopped go to stderr.
 func runTask(ctx context.Context, e env) int {

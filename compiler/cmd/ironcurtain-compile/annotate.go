@@ -12,10 +12,6 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-func init() {
-	commands["annotate-tools"] = command{summary: "classify the tool arguments of external MCP servers into roles", run: runAnnotate}
-}
-
 func runAnnotate(ctx context.Context, e env) int {
 	fs := flag.NewFlagSet("annotate-tools", flag.ContinueOnError)
 	var (

@@ -18,10 +18,6 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-func init() {
-	commands["compile-policy"] = command{summary: "compile the constitution into verified rules, lists and scenarios", run: runCompile}
-}
-
 // DefaultUserConstitution is read when --user is not given and it exists.
 const DefaultUserConstitution = "~/.ironcurtain/constitution-user.md"
 

@@ -12,10 +12,6 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-func init() {
-	commands["policy-diff"] = command{summary: "OLD NEW: rules that changed and, with --scenarios, decisions that change (alias: diff)", run: runDiff}
-}
-
 func runDiff(ctx context.Context, e env) int {
 	fs := flag.NewFlagSet("policy-diff", flag.ContinueOnError)
 	var (

@@ -12,10 +12,6 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-func init() {
-	commands["resolve-lists"] = command{summary: "resolve the policy's dynamic lists, keeping manual additions and removals", run: runResolveLists}
-}
-
 func runResolveLists(ctx context.Context, e env) int {
 	fs := flag.NewFlagSet("resolve-lists", flag.ContinueOnError)
 	var (

@@ -14,13 +14,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
+
+	"ironcurtain.dev/compiler/internal/buildinfo"
 )
 
 // Exit codes.
@@ -40,13 +45,6 @@ type env struct {
 	now    func() time.Time
 }
 
-type command struct {
-	summary string
-	run     func(ctx context.Context, e env) int
-}
-
-var commands = map[string]command{}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, env{args: os.Args[1:], getenv: os.Getenv, stdout: os.Stdout, stderr: os.Stderr, now: time.Now})
@@ -55,37 +53,41 @@ func main() {
 }
 
 func run(ctx context.Context, e env) int {
-	if len(e.args) == 0 || e.args[0] == "help" || e.args[0] == "-h" || e.args[0] == "--help" {
-		usage(e.stderr)
-		if len(e.args) == 0 {
-			return exitUsage
-		}
-		return exitOK
-	}
-	name := e.args[0]
-	if name == "diff" {
-		name = "policy-diff"
-	}
-	c, ok := commands[name]
-	if !ok {
-		fmt.Fprintf(e.stderr, "ironcurtain-compile: unknown command %q\n\n", e.args[0])
-		usage(e.stderr)
-		return exitUsage
-	}
-	e.args = e.args[1:]
-	return c.run(ctx, e)
+	return execute(ctx, newRoot(e), e)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: ironcurtain-compile <command> [flags]   (<command> -h for its flags)")
-	fmt.Fprintln(w, "\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// newRoot returns the command tree: every command is listed here.
+func newRoot(e env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ironcurtain-compile",
+		Short: "turn a constitution into verified policy artifacts for the IronCurtain gateway",
+		Long: `ironcurtain-compile turns a constitution into verified policy artifacts for the
+IronCurtain gateway (<command> -h for its flags).
+
+exit codes: 0 ok/verified, 1 not verified or differences, 2 usage or configuration error, 3 runtime failure`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("missing command")
+			}
+			return fmt.Errorf("unknown command %q", args[0])
+		},
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-15s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w, "\nexit codes: 0 ok/verified, 1 not verified or differences, 2 usage or configuration error, 3 runtime failure")
+	root.AddCommand(
+		leaf(e, "annotate-tools", "classify the tool arguments of external MCP servers into roles", runAnnotate),
+		leaf(e, "compile-policy", "compile the constitution into verified rules, lists and scenarios", runCompile),
+		leaf(e, "resolve-lists", "resolve the policy's dynamic lists, keeping manual additions and removals", runResolveLists),
+		leaf(e, "verify", "run a policy's scenarios and the invariants through the engine (no model)", runVerify),
+		leaf(e, "policy-diff OLD NEW", "rules that changed and, with --scenarios, decisions that change (alias: diff)", runDiff, "diff"),
+		versionCmd(),
+	)
+	root.SetIn(strings.NewReader(""))
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.Version = buildinfo.Get().String()
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	root.SetHelpCommand(helpCmd())
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	return root
 }

@@ -67,7 +67,8 @@ func TestUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{name: "no command", args: nil, code: exitUsage, want: "usage: ironcurtain-compile"},
+		{name: "no command", args: nil, code: exitUsage, want: "missing command"},
+		{name: "diff alias", args: []string{"diff", "a"}, code: exitUsage, want: "OLD NEW"},
 		{name: "help", args: []string{"help"}, code: exitOK, want: "compile-policy"},
 		{name: "unknown command", args: []string{"frobnicate"}, code: exitUsage, want: `unknown command "frobnicate"`},
 		{name: "compile without --out", args: []string{"compile-policy"}, code: exitUsage, want: "--out is required"},

@@ -14,10 +14,6 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-func init() {
-	commands["verify"] = command{summary: "run a policy's scenarios and the invariants through the engine (no model)", run: runVerify}
-}
-
 func runVerify(ctx context.Context, e env) int {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	var (

@@ -1,18 +1,20 @@
 // Command ironcurtain is the gateway and its operator tools: `serve` runs the
-// gateway; `policy`, `migrate`, `audit` and `escalations` are the operator CLI.
+// gateway; the other commands are the operator CLI. The command table is
+// ironcurtain.dev/gateway/internal/cli (commands.go); the serve wiring is
+// this package.
 package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
+
+	"ironcurtain.dev/gateway/internal/cli"
 )
 
-// env is what a command may read from its environment.
+// env is what the serve command may read from its environment.
 type env struct {
 	args   []string
 	getenv func(string) string
@@ -20,16 +22,6 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 }
-
-// command is one subcommand. run returns the process exit code.
-type command struct {
-	summary string
-	run     func(ctx context.Context, e env) int
-}
-
-// commands is filled by the init functions of the files in this package,
-// one file per subcommand.
-var commands = map[string]command{}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -39,33 +31,13 @@ func main() {
 }
 
 func run(ctx context.Context, e env) int {
-	if len(e.args) == 0 || e.args[0] == "help" || e.args[0] == "-h" || e.args[0] == "--help" {
-		usage(e.stdout)
-		if len(e.args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	c, ok := commands[e.args[0]]
-	if !ok {
-		fmt.Fprintf(e.stderr, "ironcurtain: unknown command %q\n", e.args[0])
-		usage(e.stderr)
-		return 2
-	}
-	sub := e
-	sub.args = e.args[1:]
-	return c.run(ctx, sub)
+	return cli.Main(ctx, cli.Env{Args: e.args, Getenv: e.getenv, Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}, wiring)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: ironcurtain <command> [flags]")
-	fmt.Fprintln(w, "\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
-	}
+// wiring is what the command line needs from the gateway's wiring.
+var wiring = cli.Wiring{
+	Serve: func(ctx context.Context, e cli.Env) int {
+		return runServe(ctx, env{args: e.Args, getenv: e.Getenv, stdin: e.Stdin, stdout: e.Stdout, stderr: e.Stderr})
+	},
+	ListExternal: listExternal, // tools_pin.go
 }

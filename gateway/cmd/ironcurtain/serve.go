@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"ironcurtain.dev/gateway/internal/buildinfo"
+	"ironcurtain.dev/gateway/internal/cli"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
@@ -31,7 +33,7 @@ import (
 
 // Defaults of the serve command.
 const (
-	defaultConfigPath = "/etc/ironcurtain/gateway.yaml"
+	defaultConfigPath = cli.DefaultConfigPath
 	readHeaderTimeout = 10 * time.Second
 )
 
@@ -46,12 +48,8 @@ const (
 	shutdownTimeout = 7 * time.Second
 )
 
-// version is stamped at build time (-ldflags "-X main.version=...").
-var version = "dev"
-
-func init() {
-	commands["serve"] = command{summary: "run the gateway: agent API (/mcp, /llm/), egress proxy, ops API", run: runServe}
-}
+// version is the build's version (internal/buildinfo).
+var version = buildinfo.Get().Version
 
 func runServe(ctx context.Context, e env) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -113,7 +111,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.BuildInfo(buildinfo.Get()))
 
 	tokens, err := loadAgentTokens(cfg, getenv)
 	if err != nil {
@@ -286,7 +284,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		proxyLn.Close()
 		return err
 	}
-	log.Info("gateway listening", "agent_api", apiLn.Addr().String(), "egress_proxy", proxyLn.Addr().String(), "ops", opsLn.Addr().String(), "version", version)
+	log.Info("gateway listening", "agent_api", apiLn.Addr().String(), "egress_proxy", proxyLn.Addr().String(), "ops", opsLn.Addr().String(), "version", version, "revision", buildinfo.Get().Revision, "go", buildinfo.Get().GoVersion)
 
 	apiLimited, apiSrv, err := limitedServer("agent", apiLn, agentLimits, apiMux, agentBudget(cfg), reg, log)
 	var opsLimited net.Listener

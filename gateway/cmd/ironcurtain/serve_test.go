@@ -165,6 +165,8 @@ func TestServeWiring(t *testing.T) {
 	}{
 		{name: "agent api health", method: "GET", url: "http://" + g.api + "/healthz", wantStatus: 200},
 		{name: "ops ready", method: "GET", url: "http://" + g.ops + "/readyz", wantStatus: 200},
+		{name: "ops health names the build", method: "GET", url: "http://" + g.ops + "/healthz", wantStatus: 200, wantBody: `"go":"go1.`},
+		{name: "ops metrics name the build", method: "GET", url: "http://" + g.ops + "/metrics", auth: "Bearer " + testOperatorToken, wantStatus: 200, wantBody: "ironcurtain_build_info{go=\"go1."},
 		{name: "mcp without token", method: "POST", url: "http://" + g.api + "/mcp", body: mcpInit, wantStatus: 401},
 		{name: "mcp with operator token", method: "POST", url: "http://" + g.api + "/mcp", auth: "Bearer " + testOperatorToken, body: mcpInit, wantStatus: 401},
 		{name: "mcp with agent token", method: "POST", url: "http://" + g.api + "/mcp", auth: "Bearer " + testAgentToken, body: mcpInit, wantStatus: 200},

@@ -57,11 +57,12 @@ decided more loosely (ironcurtain policy replay --help).
 
 // Run runs `ironcurtain policy` with args (without the leading "policy").
 func Run(ctx context.Context, args []string, env Env) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, usage)
+		return exitUsage
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(env.Stdout, usage)
-		if len(args) == 0 {
-			return exitUsage
-		}
 		return exitOK
 	}
 	switch args[0] {

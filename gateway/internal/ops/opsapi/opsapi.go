@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/buildinfo"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/store"
@@ -126,7 +127,7 @@ func New(d Deps) http.Handler {
 		writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed on this route")
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusOK, health{Status: "ok", Info: buildinfo.Get()})
 	})
 	a.ready = newReadiness(a.readyProbe)
 	r.Get("/readyz", a.readyz)
@@ -481,4 +482,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// health is the body of /healthz: the status and which build answers.
+type health struct {
+	Status string `json:"status"`
+	buildinfo.Info
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -8,6 +8,10 @@ import (
 
 	"ironcurtain.dev/gateway/internal/config"
 )
+
+// fetchServersYAML is the servers section a test gateway.yaml needs (the
+// fetch allowlist every configuration must have).
+const fetchServersYAML = "servers:\n  fetch:\n    allowed_domains: [\"*\"]\n"
 
 func TestServersCommand(t *testing.T) {
 	tests := []struct {
@@ -22,11 +26,12 @@ func TestServersCommand(t *testing.T) {
 		{args: []string{"list"}, code: 0, stdout: []string{"github", "memory", "time"}},
 		{args: nil, code: 2, stderrIn: "usage"},
 		{args: []string{"add"}, code: 2, stderrIn: "usage"},
+		{args: []string{"add", "--bogus"}, code: 2, stderrIn: "usage"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer
-			code := runServers(context.Background(), env{args: tt.args, stdout: &out, stderr: &errb, getenv: func(string) string { return "" }})
+			code := runServers(context.Background(), Env{Args: tt.args, Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 			if code != tt.code {
 				t.Fatalf("code %d, want %d; stderr %s", code, tt.code, errb.String())
 			}
@@ -42,7 +47,7 @@ func TestServersCommand(t *testing.T) {
 	}
 	// What add prints is a valid configuration.
 	var out bytes.Buffer
-	if code := runServers(context.Background(), env{args: []string{"add", "github"}, stdout: &out, stderr: &bytes.Buffer{}}); code != 0 {
+	if code := runServers(context.Background(), Env{Args: []string{"add", "github"}, Stdout: &out, Stderr: &bytes.Buffer{}}); code != 0 {
 		t.Fatal(code)
 	}
 	// It goes under the servers: of a gateway.yaml, which lists the fetch

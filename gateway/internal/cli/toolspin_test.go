@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -51,7 +51,7 @@ func pinFixture(t *testing.T) (cfgPath, annPath string) {
 	return cfgPath, annPath
 }
 
-func fakeLister(tools ...servers.Tool) toolLister {
+func fakeLister(tools ...servers.Tool) ToolLister {
 	return func(context.Context, string, config.ServerConfig, *config.Config, func(string) string) ([]servers.Tool, error) {
 		return tools, nil
 	}
@@ -88,8 +88,8 @@ func TestToolsPin(t *testing.T) {
 			cfgPath, annPath := pinFixture(t)
 			before, _ := os.ReadFile(annPath)
 			var out, errb bytes.Buffer
-			e := env{args: append([]string{"--config", cfgPath}, tt.args...), getenv: func(string) string { return "" },
-				stdin: strings.NewReader(tt.stdin), stdout: &out, stderr: &errb}
+			e := Env{Args: append([]string{"--config", cfgPath}, tt.args...), Getenv: func(string) string { return "" },
+				Stdin: strings.NewReader(tt.stdin), Stdout: &out, Stderr: &errb}
 			code := toolsPin(context.Background(), e, fakeLister(tt.tools...))
 			if code != tt.wantCode {
 				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.wantCode, out.String(), errb.String())
@@ -146,7 +146,7 @@ func TestToolsPinAnnotationsFile(t *testing.T) {
 	}
 	pinRun := func(cfgPath string) (int, string, string) {
 		var out, errb bytes.Buffer
-		e := env{args: []string{"--config", cfgPath, "--yes"}, getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: &out, stderr: &errb}
+		e := Env{Args: []string{"--config", cfgPath, "--yes"}, Getenv: func(string) string { return "" }, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb}
 		return toolsPin(context.Background(), e, fakeLister(pulled)), out.String(), errb.String()
 	}
 

@@ -1,7 +1,8 @@
-package builtin
+package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"ironcurtain.dev/gateway/internal/servers/builtin"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -23,13 +25,19 @@ commands:
   pin          review the external servers' tool definitions and pin them (docs/tools.md)
 `
 
-// Run is `ironcurtain tools`. It returns the exit code.
-func Run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+// runTools is `ironcurtain tools list|annotations`.
+func runTools(_ context.Context, e Env) int {
+	return toolsCmd(e.Args, e.Stdout, e.Stderr)
+}
+
+// toolsCmd runs `ironcurtain tools` with args and returns the exit code.
+func toolsCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, cliUsage)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, cliUsage)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	switch args[0] {
@@ -49,7 +57,7 @@ func runList(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	tools, err := Tools()
+	tools, err := builtin.Tools()
 	if err != nil {
 		fmt.Fprintf(stderr, "ironcurtain tools list: %v\n", err)
 		return 1
@@ -60,7 +68,7 @@ func runList(args []string, stdout, stderr io.Writer) int {
 		Args        map[string]any `json:"args"`
 	}
 	var entries []entry
-	for _, server := range Names {
+	for _, server := range builtin.Names {
 		for _, t := range tools[server] {
 			e := entry{Name: server + "__" + t.Name, Description: t.Description, Args: map[string]any{}}
 			for _, a := range t.Annotation.Args {
@@ -80,7 +88,7 @@ func runList(args []string, stdout, stderr io.Writer) int {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tARGUMENTS (roles)")
-	for _, server := range Names {
+	for _, server := range builtin.Names {
 		for _, t := range tools[server] {
 			var parts []string
 			for _, a := range t.Annotation.Args {
@@ -122,7 +130,7 @@ func runAnnotations(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ironcurtain tools annotations: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	b, err := File()
+	b, err := builtin.File()
 	if err != nil {
 		fmt.Fprintf(stderr, "ironcurtain tools annotations: %v\n", err)
 		return 1

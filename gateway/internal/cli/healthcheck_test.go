@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -43,7 +43,7 @@ func TestConfigFromArgs(t *testing.T) {
 	}{
 		{name: "separate value", args: []string{"ironcurtain", "serve", "--config", "/etc/ic/e2e.yaml"}, want: "/etc/ic/e2e.yaml"},
 		{name: "equals form", args: []string{"/usr/local/bin/ironcurtain", "serve", "--log-level", "debug", "-config=/x.yaml"}, want: "/x.yaml"},
-		{name: "serve without config", args: []string{"ironcurtain", "serve"}, want: defaultConfigPath},
+		{name: "serve without config", args: []string{"ironcurtain", "serve"}, want: DefaultConfigPath},
 		{name: "behind docker-init", args: []string{"/sbin/docker-init", "--", "ironcurtain", "serve", "--config", "/c.yaml"}, want: "/c.yaml"},
 		{name: "a program named like it", args: []string{"/usr/bin/not-ironcurtain", "serve", "--config", "/z"}, wantErr: true},
 		{name: "another subcommand", args: []string{"ironcurtain", "migrate", "up"}, wantErr: true},
@@ -72,7 +72,7 @@ func TestServeConfigPath(t *testing.T) {
 	if got := serveConfigPath(cmdline); got != "/etc/ironcurtain/e2e/gateway.yaml" {
 		t.Errorf("serveConfigPath = %q", got)
 	}
-	if got := serveConfigPath(filepath.Join(dir, "missing")); got != defaultConfigPath {
+	if got := serveConfigPath(filepath.Join(dir, "missing")); got != DefaultConfigPath {
 		t.Errorf("serveConfigPath(missing) = %q, want the default", got)
 	}
 }
@@ -134,7 +134,7 @@ func TestRunHealthcheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			args := append([]string{"--config", tt.config}, tt.args...)
-			code := runHealthcheck(context.Background(), env{args: args, getenv: func(string) string { return "" }, stdout: &out, stderr: &errb})
+			code := runHealthcheck(context.Background(), Env{Args: args, Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errb})
 			if code != tt.wantCode {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.wantCode, out.String(), errb.String())
 			}
@@ -153,7 +153,7 @@ func TestRunHealthcheckBadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	code := runHealthcheck(context.Background(), env{args: []string{"--config", p}, getenv: func(string) string { return "" }, stdout: &out, stderr: &errb})
+	code := runHealthcheck(context.Background(), Env{Args: []string{"--config", p}, Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errb})
 	if code != 1 || !strings.Contains(errb.String(), "lisen") {
 		t.Fatalf("exit %d, stderr %q: want 1 and an error naming the unknown key", code, errb.String())
 	}

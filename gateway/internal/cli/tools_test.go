@@ -1,4 +1,4 @@
-package builtin
+package cli
 
 import (
 	"bytes"
@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"ironcurtain.dev/gateway/internal/servers/builtin"
 )
 
 func TestCLI(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "tool-annotations.json")
-	want, err := File()
+	want, err := builtin.File()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func TestCLI(t *testing.T) {
 		stderr   string // substring
 		fileWant []byte
 	}{
-		{name: "usage", args: nil, code: 2, stdout: "usage: ironcurtain tools"},
+		{name: "usage", args: nil, code: 2, stderr: "usage: ironcurtain tools"},
 		{name: "help", args: []string{"--help"}, code: 0, stdout: "annotations"},
 		{name: "unknown", args: []string{"frob"}, code: 2, stderr: `unknown command "frob"`},
 		{name: "list", args: []string{"list"}, code: 0, stdout: "fetch__http_fetch"},
@@ -42,7 +44,7 @@ func TestCLI(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var o, e bytes.Buffer
-			if code := Run(tt.args, &o, &e); code != tt.code {
+			if code := toolsCmd(tt.args, &o, &e); code != tt.code {
 				t.Fatalf("exit %d, want %d (stderr %s)", code, tt.code, e.String())
 			}
 			if !strings.Contains(o.String(), tt.stdout) || !strings.Contains(e.String(), tt.stderr) {
@@ -60,7 +62,7 @@ func TestCLI(t *testing.T) {
 
 func TestListJSON(t *testing.T) {
 	var o, e bytes.Buffer
-	if code := Run([]string{"list", "--json"}, &o, &e); code != 0 {
+	if code := toolsCmd([]string{"list", "--json"}, &o, &e); code != 0 {
 		t.Fatal(e.String())
 	}
 	var entries []struct {
@@ -81,29 +83,5 @@ func TestListJSON(t *testing.T) {
 	}
 	if names["github__pr_merge"] {
 		t.Error("a merge tool is listed")
-	}
-}
-
-func TestAnnotationsDeterministicAndLoadable(t *testing.T) {
-	a, err := File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
-		t.Fatal("two generations differ")
-	}
-	var f struct {
-		GeneratedAt string                     `json:"generatedAt"`
-		Servers     map[string]json.RawMessage `json:"servers"`
-	}
-	if err := json.Unmarshal(a, &f); err != nil {
-		t.Fatal(err)
-	}
-	if f.GeneratedAt != "" || len(f.Servers) != len(Names) {
-		t.Fatalf("generatedAt %q, %d servers", f.GeneratedAt, len(f.Servers))
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -29,8 +29,8 @@ func TestToolsPinCatalogServer(t *testing.T) {
 	listed := servers.Tool{Name: "get_current_time", Description: "Get current time in a specific timezones",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string"}},"required":["timezone"]}`)}
 	var out bytes.Buffer
-	e := env{args: []string{"--config", cfgPath, "--server", "clock", "--yes"}, getenv: func(string) string { return "" },
-		stdin: strings.NewReader(""), stdout: &out, stderr: &out}
+	e := Env{Args: []string{"--config", cfgPath, "--server", "clock", "--yes"}, Getenv: func(string) string { return "" },
+		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out}
 	if code := toolsPin(context.Background(), e, fakeLister(listed)); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -16,23 +16,19 @@ import (
 	"ironcurtain.dev/gateway/internal/config"
 )
 
-// The container healthcheck (images/gateway/Dockerfile): the image has no
-// curl, so the gateway probes itself.
-func init() {
-	commands["healthcheck"] = command{summary: "probe the running gateway: agent API /healthz and ops /readyz (container HEALTHCHECK)", run: runHealthcheck}
-}
-
 // pid1Cmdline is where the healthcheck finds the configuration the
 // container's main process runs with (a variable for tests).
 var pid1Cmdline = "/proc/1/cmdline"
 
-func runHealthcheck(ctx context.Context, e env) int {
+// runHealthcheck is the container healthcheck (images/gateway/Dockerfile):
+// the image has no curl, so the gateway probes itself.
+func runHealthcheck(ctx context.Context, e Env) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	cfgPath := fs.String("config", "", "gateway.yaml of the gateway to probe (default: the --config of `ironcurtain serve` running as PID 1, else "+defaultConfigPath+")")
+	fs.SetOutput(e.Stderr)
+	cfgPath := fs.String("config", "", "gateway.yaml of the gateway to probe (default: the --config of `ironcurtain serve` running as PID 1, else "+DefaultConfigPath+")")
 	timeout := fs.Duration("timeout", 4*time.Second, "time for all probes together")
 	liveOnly := fs.Bool("live", false, "check only that the listeners answer (/healthz), not that Postgres is reachable (/readyz)")
-	if err := fs.Parse(e.args); err != nil {
+	if err := fs.Parse(e.Args); err != nil {
 		return 2
 	}
 	path := *cfgPath
@@ -41,7 +37,7 @@ func runHealthcheck(ctx context.Context, e env) int {
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "ironcurtain healthcheck: %v\n", err)
+		fmt.Fprintf(e.Stderr, "ironcurtain healthcheck: %v\n", err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -58,11 +54,11 @@ func runHealthcheck(ctx context.Context, e env) int {
 	failed := false
 	for _, p := range probes {
 		if err := probe(ctx, client, p.url); err != nil {
-			fmt.Fprintf(e.stdout, "FAIL %s %s: %v\n", p.name, p.url, err)
+			fmt.Fprintf(e.Stdout, "FAIL %s %s: %v\n", p.name, p.url, err)
 			failed = true
 			continue
 		}
-		fmt.Fprintf(e.stdout, "ok   %s %s\n", p.name, p.url)
+		fmt.Fprintf(e.Stdout, "ok   %s %s\n", p.name, p.url)
 	}
 	if failed {
 		return 1
@@ -113,13 +109,13 @@ func probeAddr(listen string) string {
 func serveConfigPath(file string) string {
 	raw, err := os.ReadFile(file)
 	if err != nil {
-		return defaultConfigPath
+		return DefaultConfigPath
 	}
 	args := strings.Split(string(bytes.TrimRight(raw, "\x00")), "\x00")
 	if p, err := configFromArgs(args); err == nil {
 		return p
 	}
-	return defaultConfigPath
+	return DefaultConfigPath
 }
 
 var errNotServe = errors.New("not an ironcurtain serve command line")
@@ -150,5 +146,5 @@ func configFromArgs(args []string) (string, error) {
 			}
 		}
 	}
-	return defaultConfigPath, nil
+	return DefaultConfigPath, nil
 }

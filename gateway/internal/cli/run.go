@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,21 +14,17 @@ import (
 	"ironcurtain.dev/gateway/internal/runcmd"
 )
 
-func init() {
-	commands["run"] = command{summary: "run an agent on a task in its own session: its escalations answered here, cleaned up at the end (workstation; Docker)", run: runRun}
-}
-
 // runEnvFile is the stack's environment file, read for the variables the
 // process does not set (the operator token).
 const runEnvFile = "compose/.env"
 
-func runRun(ctx context.Context, e env) int {
-	getenv, err := runcmd.DotEnv(runEnvFile, e.getenv)
+func runRun(ctx context.Context, e Env) int {
+	getenv, err := runcmd.DotEnv(runEnvFile, e.Getenv)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "ironcurtain run: %v\n", err)
+		fmt.Fprintf(e.Stderr, "ironcurtain run: %v\n", err)
 		return 1
 	}
-	o, err := runcmd.Parse(e.args, getenv, e.stderr)
+	o, err := runcmd.Parse(e.Args, getenv, e.Stderr)
 	if err != nil {
 		return runExit(e, err)
 	}
@@ -57,19 +53,19 @@ func runRun(ctx context.Context, e env) int {
 	}()
 	err = runcmd.Run(context.WithoutCancel(ctx), o, runcmd.Deps{Docker: eng, Ops: ops,
 		Verifier: runcmd.ExecVerifier{C: eng.C, Project: "ironcurtain", Service: "gateway"},
-		Stdin:    e.stdin, Stdout: e.stdout, Stderr: e.stderr, Interrupts: intr})
+		Stdin:    e.Stdin, Stdout: e.Stdout, Stderr: e.Stderr, Interrupts: intr})
 	return runExit(e, err)
 }
 
-func runExit(e env, err error) int {
+func runExit(e Env, err error) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, runcmd.ErrUsage):
-		fmt.Fprintf(e.stderr, "ironcurtain run: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
+		fmt.Fprintf(e.Stderr, "ironcurtain run: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
 		return 2
 	default:
-		fmt.Fprintf(e.stderr, "ironcurtain run: %v\n", err)
+		fmt.Fprintf(e.Stderr, "ironcurtain run: %v\n", err)
 		return 1
 	}
 }
