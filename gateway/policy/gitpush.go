@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"ironcurtain.dev/gateway/gitref"
 )
 
 // PushInput is one push as a tool call describes it, after ParsePushArgs.
@@ -210,7 +212,7 @@ func (pc *PushChecker) Check(ctx context.Context, repoDir string, in PushInput) 
 	}
 	var urlRemote *GitRemote
 	name := in.Remote
-	if name != "" && !isRemoteName(name) {
+	if name != "" && !gitref.IsRemoteName(name) {
 		u, err := ParseGitRemoteURL(name)
 		if err != nil {
 			return refuse("%v", err)
@@ -245,9 +247,9 @@ func (pc *PushChecker) Check(ctx context.Context, repoDir string, in PushInput) 
 		}
 		switch {
 		case r.Force:
-			return refuse("force push (%s) is not allowed", quoteShort(s))
+			return refuse("force push (%s) is not allowed", gitref.Quote(s))
 		case r.Delete:
-			return refuse("deleting a remote ref (%s) is not allowed", quoteShort(s))
+			return refuse("deleting a remote ref (%s) is not allowed", gitref.Quote(s))
 		}
 		for _, c := range r.Candidates {
 			for i, p := range pc.protected {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/gitref"
 )
 
 // DefaultGitTimeout bounds each git run made to resolve a remote.
@@ -123,8 +124,8 @@ func (g *GitResolver) Inspect(ctx context.Context, repoDir, sandbox string) (Rem
 }
 
 func (g *GitResolver) lookup(ctx context.Context, repoDir, sandbox, name string, push, inspectOnly bool) (RemoteResolution, error) {
-	if name != "" && !isRemoteName(name) {
-		return RemoteResolution{}, fmt.Errorf("%w: %s is not a remote name", ErrRemote, quoteShort(name))
+	if name != "" && !gitref.IsRemoteName(name) {
+		return RemoteResolution{}, fmt.Errorf("%w: %s is not a remote name", ErrRemote, gitref.Quote(name))
 	}
 	if sandbox == "" {
 		return RemoteResolution{}, fmt.Errorf("%w: no sandbox is configured", ErrRemote)
@@ -355,7 +356,7 @@ func (g *GitResolver) currentBranch(ctx context.Context, o gitexec.Options, repo
 	if ref, ok := strings.CutPrefix(s, "ref: "); ok {
 		return branchFromRef(ref)
 	}
-	if isHexID(s) {
+	if gitref.IsHexID(s) {
 		return "", nil
 	}
 	return "", errors.New("HEAD is malformed")
@@ -363,7 +364,7 @@ func (g *GitResolver) currentBranch(ctx context.Context, o gitexec.Options, repo
 
 func branchFromRef(ref string) (string, error) {
 	b, ok := strings.CutPrefix(ref, "refs/heads/")
-	if !ok || !validRefName(b, true, false) {
+	if !ok || !gitref.ValidName(b, true, false) {
 		return "", errors.New("HEAD does not point to a branch")
 	}
 	return b, nil
@@ -372,17 +373,17 @@ func branchFromRef(ref string) (string, error) {
 // defaultRemote picks the remote git uses when none is named.
 func defaultRemote(cfg configView, branch string, push bool) string {
 	if branch != "" && push {
-		if v, ok := cfg.last("branch." + branch + ".pushremote"); ok && isRemoteName(v) {
+		if v, ok := cfg.last("branch." + branch + ".pushremote"); ok && gitref.IsRemoteName(v) {
 			return v
 		}
 	}
 	if push {
-		if v, ok := cfg.last("remote.pushdefault"); ok && isRemoteName(v) {
+		if v, ok := cfg.last("remote.pushdefault"); ok && gitref.IsRemoteName(v) {
 			return v
 		}
 	}
 	if branch != "" {
-		if v, ok := cfg.last("branch." + branch + ".remote"); ok && isRemoteName(v) {
+		if v, ok := cfg.last("branch." + branch + ".remote"); ok && gitref.IsRemoteName(v) {
 			return v
 		}
 	}
