@@ -17,7 +17,7 @@ type Engine struct {
 	fs       fileSystem
 	protect  []string // canonical and lexical forms of the protected paths
 	push     *PushChecker
-	resolver *GitResolver
+	remotes  RemoteResolver // WithRemoteResolver; noResolver when none
 	settings Settings
 	shadow   *Engine
 	warnings []string

@@ -165,13 +165,14 @@ var ErrPushRefused = errors.New("push refused")
 type PushChecker struct {
 	Sandbox           string // canonical sandbox
 	ProtectedBranches []string
-	Resolver          *GitResolver // nil: the package default
+	Resolver          RemoteResolver // reads the repository's remotes and branch
 	protected         []protectedBranch
 }
 
 // NewPushChecker validates the protected branch names (default main and
-// master when empty).
-func NewPushChecker(sandbox string, protectedBranches []string, r *GitResolver) (*PushChecker, error) {
+// master when empty). r reads the repositories (gateway/gitremote); nil
+// refuses every push (no remote can be resolved).
+func NewPushChecker(sandbox string, protectedBranches []string, r RemoteResolver) (*PushChecker, error) {
 	if len(protectedBranches) == 0 {
 		protectedBranches = DefaultProtectedBranches
 	}
@@ -184,7 +185,7 @@ func NewPushChecker(sandbox string, protectedBranches []string, r *GitResolver) 
 		pc.protected = append(pc.protected, p)
 	}
 	if pc.Resolver == nil {
-		pc.Resolver = defaultResolver
+		pc.Resolver = noResolver{}
 	}
 	return pc, nil
 }

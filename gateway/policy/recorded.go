@@ -15,8 +15,8 @@ import (
 // from a repository (a push's refs, a default remote) cannot be resolved.
 // Callers must report such calls as state-dependent rather than trust the
 // new decision.
-func LoadDirRecorded(dir string, s Settings) (*Engine, error) {
-	return loadDirFS(dir, s, absentFS{})
+func LoadDirRecorded(dir string, s Settings, opts ...Option) (*Engine, error) {
+	return loadDirEnv(dir, s, newEnv(absentFS{}, opts))
 }
 
 // absentFS is a file system on which nothing exists.

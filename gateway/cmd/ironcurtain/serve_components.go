@@ -12,15 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/egress"
-	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
-	"ironcurtain.dev/gateway/internal/servers/external"
+	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/metrics"
 	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/internal/servers/fetch"
 	"ironcurtain.dev/gateway/internal/servers/filesystem"
 	"ironcurtain.dev/gateway/internal/servers/git"
@@ -305,15 +306,17 @@ func (t teeSink) Record(ctx context.Context, e audit.Event) error {
 }
 
 // loadPolicy loads the policy directory and, when configured, the shadow
-// policy evaluated report-only next to it.
+// policy evaluated report-only next to it. Both resolve git remotes with
+// gitremote's resolver.
 func loadPolicy(cfg *config.Config) (*policy.Engine, error) {
 	settings := cfg.PolicySettings()
-	eng, err := policy.LoadDir(cfg.PolicyDir, settings)
+	remotes := policy.WithRemoteResolver(gitremote.New(gitremote.Options{}))
+	eng, err := policy.LoadDir(cfg.PolicyDir, settings, remotes)
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
 	}
 	if cfg.ShadowPolicyDir != "" {
-		shadow, err := policy.LoadDir(cfg.ShadowPolicyDir, settings)
+		shadow, err := policy.LoadDir(cfg.ShadowPolicyDir, settings, remotes)
 		if err != nil {
 			return nil, fmt.Errorf("loading shadow policy: %w", err)
 		}

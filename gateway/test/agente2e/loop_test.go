@@ -12,8 +12,9 @@ import (
 	"ironcurtain.dev/agent/model"
 	"ironcurtain.dev/agent/runner"
 	"ironcurtain.dev/agent/sandbox"
-	"ironcurtain.dev/gateway/internal/loopguard"
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/loopguard"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/filesystem"
 	"ironcurtain.dev/gateway/internal/session"
@@ -66,7 +67,7 @@ func TestAgentLoopIsPaused(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eng, err := policy.LoadDir(basePolicy(t, sb), policy.Settings{Sandbox: sb, Home: root})
+			eng, err := policy.LoadDir(basePolicy(t, sb), policy.Settings{Sandbox: sb, Home: root}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/servers"
 	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
@@ -282,7 +283,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		eng = baseEngine(t, sandbox)
 	} else {
 		eng, err = policy.New(&policy.CompiledPolicy{Rules: rules}, nil, nil, policy.Settings{Sandbox: sandbox, Annotations: anns,
-			DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: o.secrets})
+			DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: o.secrets}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,7 +414,7 @@ func baseEngine(t testing.TB, sandbox string) *policy.Engine {
 		t.Fatal(err)
 	}
 	eng, err := policy.New(cp, ann, lists, policy.Settings{Sandbox: sandbox, ConfinedServers: policy.BuiltinConfinedServers(),
-		DomainAllowlists: map[string][]string{"git": {"github.com"}}})
+		DomainAllowlists: map[string][]string{"git": {"github.com"}}}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatal(err)
 	}

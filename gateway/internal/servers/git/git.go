@@ -59,6 +59,7 @@ import (
 	"sync"
 	"time"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
@@ -232,7 +233,7 @@ func New(cfg Config) (*Server, error) {
 		mirrorLocks:   map[string]*sync.Mutex{},
 	}
 	if s.push == nil {
-		s.push, err = policy.NewPushChecker(sandbox, cfg.ProtectedBranches, nil)
+		s.push, err = policy.NewPushChecker(sandbox, cfg.ProtectedBranches, gitremote.New(gitremote.Options{}))
 		if err != nil {
 			return nil, fmt.Errorf("configuring git server: ProtectedBranches: %w", err)
 		}

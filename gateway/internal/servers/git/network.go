@@ -12,7 +12,6 @@ import (
 	"ironcurtain.dev/gateway/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
-	"ironcurtain.dev/gateway/policy"
 )
 
 // fetchSource is where a fetch, pull or clone reads from.
@@ -23,7 +22,7 @@ type fetchSource struct {
 
 // resolveFetchSource resolves the remote argument: a URL, a remote name or
 // "" for the default remote (branch.<current>.remote, then origin). Named
-// remotes are resolved by the policy package's resolver (strict URL
+// remotes are resolved by the push checker's resolver (strict URL
 // parsing, executable config refused, legacy remote files refused).
 func (s *Server) resolveFetchSource(ctx context.Context, r *repoHandle, remote string) (fetchSource, error) {
 	if remote != "" && !isRemoteName(remote) {
@@ -33,7 +32,7 @@ func (s *Server) resolveFetchSource(ctx context.Context, r *repoHandle, remote s
 		}
 		return fetchSource{urls: []remoteURL{u}}, nil
 	}
-	res, err := policy.ResolveFetchRemote(ctx, r.dir, s.sandbox, remote)
+	res, err := s.push.Resolver.Resolve(ctx, r.dir, s.sandbox, remote, false)
 	if err != nil {
 		if s.unsafeLocal {
 			if src, lerr := s.resolveLocalRemote(ctx, r, remote); lerr == nil {
