@@ -174,7 +174,7 @@ type PushChecker struct {
 // refuses every push (no remote can be resolved).
 func NewPushChecker(sandbox string, protectedBranches []string, r RemoteResolver) (*PushChecker, error) {
 	if len(protectedBranches) == 0 {
-		protectedBranches = DefaultProtectedBranches
+		protectedBranches = DefaultProtectedBranches()
 	}
 	pc := &PushChecker{Sandbox: sandbox, ProtectedBranches: protectedBranches, Resolver: r}
 	for i, b := range protectedBranches {
@@ -190,8 +190,9 @@ func NewPushChecker(sandbox string, protectedBranches []string, r RemoteResolver
 	return pc, nil
 }
 
-// DefaultProtectedBranches are protected when the settings name none.
-var DefaultProtectedBranches = []string{"main", "master"}
+// DefaultProtectedBranches returns the branches protected when the settings
+// name none.
+func DefaultProtectedBranches() []string { return []string{"main", "master"} }
 
 // Check plans the push in. repoDir is the canonical repository directory
 // (the policy's realpath of in.Path). Every refusal wraps ErrPushRefused and

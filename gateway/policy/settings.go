@@ -17,7 +17,7 @@ type Settings struct {
 	// contain the sandbox, which stays usable). Absolute or starting with ~.
 	ProtectedPaths []string
 	// ProtectedBranches may never be pushed to (names or one-'*' globs,
-	// case-insensitive). Empty: DefaultProtectedBranches.
+	// case-insensitive). Empty: DefaultProtectedBranches().
 	ProtectedBranches []string
 	// TrustedServers skip annotation, path, domain and rule checks (the git
 	// push and PR-merge invariants still apply).
