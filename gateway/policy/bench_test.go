@@ -12,7 +12,7 @@ import (
 
 // countFS counts the filesystem calls of the path canonicaliser.
 type countFS struct {
-	inner fileSystem
+	inner FileSystem
 	n     atomic.Int64
 }
 

@@ -1,14 +1,14 @@
 package policy
 
 // An Option supplies something the engine reads from outside itself: the
-// git remote resolver (WithRemoteResolver). Options are given to LoadDir,
-// LoadDirRecorded and New; session views and the shadow policy inherit
-// them.
+// git remote resolver (WithRemoteResolver), the file system
+// (WithFileSystem). Options are given to LoadDir, LoadDirRecorded and New;
+// session views and the shadow policy inherit them.
 type Option func(*env)
 
 // env is what the options supply.
 type env struct {
-	fs      fileSystem
+	fs      FileSystem
 	remotes RemoteResolver
 }
 
@@ -20,8 +20,18 @@ func WithRemoteResolver(r RemoteResolver) Option {
 	return func(e *env) { e.remotes = r }
 }
 
+// WithFileSystem replaces the operating system's file system (LoadDir,
+// New; LoadDirRecorded keeps its empty one).
+func WithFileSystem(fsys FileSystem) Option {
+	return func(e *env) {
+		if fsys != nil {
+			e.fs = fsys
+		}
+	}
+}
+
 // newEnv applies opts over the defaults: fsys, and no resolver.
-func newEnv(fsys fileSystem, opts []Option) env {
+func newEnv(fsys FileSystem, opts []Option) env {
 	e := env{fs: fsys}
 	for _, o := range opts {
 		if o != nil {

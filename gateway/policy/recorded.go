@@ -16,7 +16,9 @@ import (
 // Callers must report such calls as state-dependent rather than trust the
 // new decision.
 func LoadDirRecorded(dir string, s Settings, opts ...Option) (*Engine, error) {
-	return loadDirEnv(dir, s, newEnv(absentFS{}, opts))
+	env := newEnv(osFS{}, opts)
+	env.fs = absentFS{}
+	return loadDirEnv(dir, s, env)
 }
 
 // absentFS is a file system on which nothing exists.
