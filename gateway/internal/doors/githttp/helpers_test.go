@@ -299,7 +299,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	cfg := o.cfg
 	cfg.UnsafeUpstreams = map[string]string{"github.com": up.srv.URL}
-	d, err := New(cfg, Deps{Hub: hub, Auth: tokenAuth{}, Mirrors: gs, Allow: eng, Audit: e.sink, Secrets: eng,
+	d, err := New(cfg, Deps{Hub: hub, Auth: tokenAuth{}, Mirrors: gs.Mirrors(), Allow: eng, Audit: e.sink, Secrets: eng,
 		Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/gitscan"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gitscan"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
 	"ironcurtain.dev/gateway/secretscan"

@@ -7,8 +7,8 @@ import (
 	"net/http"
 
 	"ironcurtain.dev/gateway/gitexec"
-	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
 )
