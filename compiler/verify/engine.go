@@ -10,6 +10,7 @@ import (
 
 	"ironcurtain.dev/compiler/artifact"
 	"ironcurtain.dev/compiler/scenarios"
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -22,6 +23,7 @@ import (
 type Verifier struct {
 	settings policy.Settings
 	engine   policy.Settings
+	remotes  policy.Option // the gateway's git remote resolver
 	scratch  string
 	// Note explains a degraded set-up (no git: git pushes cannot verify).
 	Note string
@@ -37,7 +39,8 @@ func NewVerifier(ctx context.Context, settings policy.Settings) (*Verifier, erro
 	if err != nil {
 		return nil, fmt.Errorf("creating scratch sandbox: %w", err)
 	}
-	v := &Verifier{settings: settings, engine: settings, scratch: dir}
+	v := &Verifier{settings: settings, engine: settings, scratch: dir,
+		remotes: policy.WithRemoteResolver(gitremote.New(gitremote.Options{}))}
 	v.engine.Sandbox = dir
 	if err := initRepo(dir); err != nil {
 		os.RemoveAll(dir)
@@ -85,7 +88,7 @@ func (v *Verifier) Settings() policy.Settings { return v.settings }
 // paths.within names the deployment's sandbox are rebased onto the scratch
 // sandbox for evaluation (the artifacts themselves are not changed).
 func (v *Verifier) Engine(pol *policy.CompiledPolicy, l *policy.DynamicLists, ann *policy.Annotations) (*policy.Engine, error) {
-	return policy.New(v.rebase(pol), ann, l, v.engine)
+	return policy.New(v.rebase(pol), ann, l, v.engine, v.remotes)
 }
 
 func (v *Verifier) rebase(pol *policy.CompiledPolicy) *policy.CompiledPolicy {
@@ -126,7 +129,7 @@ func (v *Verifier) EngineFromArtifacts(pol *policy.CompiledPolicy, l *policy.Dyn
 	if err != nil {
 		return nil, fmt.Errorf("verifying %s: %w", artifact.AnnotationsFile, err)
 	}
-	e, err := policy.New(v.rebase(p2), a2, l2, v.engine)
+	e, err := policy.New(v.rebase(p2), a2, l2, v.engine, v.remotes)
 	if err != nil {
 		return nil, fmt.Errorf("verifying policy: %w", err)
 	}

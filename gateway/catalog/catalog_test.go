@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -84,7 +85,7 @@ func engineWith(t *testing.T, c *Catalog) *policy.Engine {
 		anns = append(anns, v.Annotations(name)...)
 	}
 	e, err := policy.LoadDir("../policies/base", policy.Settings{Sandbox: t.TempDir(), Home: t.TempDir(),
-		ConfinedServers: policy.BuiltinConfinedServers(), CatalogAnnotations: anns})
+		ConfinedServers: policy.BuiltinConfinedServers(), CatalogAnnotations: anns}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatal(err)
 	}

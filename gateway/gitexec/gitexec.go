@@ -344,3 +344,30 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	}
 	return w.buf.Write(p)
 }
+
+// CleanText drops control characters other than newline and tab, so that
+// git output cannot carry terminal escapes to whoever reads it.
+func CleanText(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\r':
+			b.WriteByte('\n')
+		case (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f:
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}

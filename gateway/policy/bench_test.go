@@ -12,7 +12,7 @@ import (
 
 // countFS counts the filesystem calls of the path canonicaliser.
 type countFS struct {
-	inner fileSystem
+	inner FileSystem
 	n     atomic.Int64
 }
 
@@ -39,9 +39,15 @@ func (c *countFS) Readlink(name string) (string, error) {
 // filesystem.
 func benchEngine(b *testing.B, s suite) (*Engine, tree, *countFS) {
 	b.Helper()
+	return benchEngineWith(b, s, withGit(b))
+}
+
+// benchEngineWith is benchEngine with the resolver of opts.
+func benchEngineWith(b *testing.B, s suite, opts ...Option) (*Engine, tree, *countFS) {
+	b.Helper()
 	tr := newTree(b)
 	tr.apply(b, s.Setup)
-	e := tr.engine(b, s)
+	e := tr.engineWith(b, s, opts...)
 	cfs := &countFS{inner: osFS{}}
 	e.canon.fs = cfs
 	return e, tr, cfs
@@ -54,7 +60,7 @@ func runBench(b *testing.B, e *Engine, cfs *countFS, r Request, want Status) {
 		b.Fatalf("decision = %s (%s: %s), want %s", d.Status, d.Rule, d.Reason, want)
 	}
 	cfs.n.Store(0)
-	e.resolver.stats.Store(0)
+	lstats, _ := TestResolverStats(e.remotes)
 	b.ReportAllocs()
 	cpu := processCPU()
 	b.ResetTimer()
@@ -65,7 +71,8 @@ func runBench(b *testing.B, e *Engine, cfs *countFS, r Request, want Status) {
 	// CPU time of this process (git children excluded) per evaluation.
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	// Path canonicalisation calls plus the resolver cache's lstats.
-	b.ReportMetric(float64(cfs.n.Load()+e.resolver.stats.Load())/float64(b.N), "fscalls/op")
+	lstatsAfter, _ := TestResolverStats(e.remotes)
+	b.ReportMetric(float64(cfs.n.Load()+lstatsAfter-lstats)/float64(b.N), "fscalls/op")
 }
 
 // BenchmarkEvaluateNoPathRoles: a call whose tool has no path (or other
@@ -121,11 +128,10 @@ func BenchmarkEvaluateGitPushOrigin(b *testing.B) {
 // every evaluation finds the repository, checks its git directory and reads
 // its config natively (no git process).
 func BenchmarkEvaluateGitPushOriginCold(b *testing.B) {
-	e, tr, cfs := benchEngine(b, suite{Setup: pushSetup()})
-	e.resolver.noCache = true
+	e, tr, cfs := benchEngineWith(b, suite{Setup: pushSetup()}, withResolver(b, TestResolverConfig{Cold: true}))
 	r := Request{Server: "git", Tool: "push", Args: map[string]any{"path": tr.sandbox + "/app", "remote": "origin", "branch": "feature"}}
 	runBench(b, e, cfs, r, Allow)
-	if n := e.resolver.fallback.Load(); n != 0 {
+	if _, n := TestResolverStats(e.remotes); n != 0 {
 		b.Fatalf("%d resolutions fell back to git", n)
 	}
 }
@@ -133,8 +139,7 @@ func BenchmarkEvaluateGitPushOriginCold(b *testing.B) {
 // BenchmarkEvaluateGitPushOriginColdGit: the cold path through the git
 // fallback (git config --list and git remote get-url), for comparison.
 func BenchmarkEvaluateGitPushOriginColdGit(b *testing.B) {
-	e, tr, cfs := benchEngine(b, suite{Setup: pushSetup()})
-	e.resolver.noCache, e.resolver.noNative = true, true
+	e, tr, cfs := benchEngineWith(b, suite{Setup: pushSetup()}, withResolver(b, TestResolverConfig{Cold: true, ViaGit: true}))
 	r := Request{Server: "git", Tool: "push", Args: map[string]any{"path": tr.sandbox + "/app", "remote": "origin", "branch": "feature"}}
 	runBench(b, e, cfs, r, Allow)
 }
@@ -153,5 +158,9 @@ func ageFiles(b *testing.B, gitDir string) {
 			newest = fi.ModTime()
 		}
 	}
-	time.Sleep(time.Until(newest.Add(racyWindow + 200*time.Millisecond)))
+	time.Sleep(time.Until(newest.Add(resolverRacyWindow + 200*time.Millisecond)))
 }
+
+// resolverRacyWindow is gitremote's racy window: files changed more
+// recently are never cached.
+const resolverRacyWindow = 2 * time.Second

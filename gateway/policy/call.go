@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"ironcurtain.dev/gateway/gitref"
 )
 
 // tool is one annotated tool, prepared at load.
@@ -310,7 +312,7 @@ func (c *call) prepare() (Evaluation, bool) {
 				v.domains = append(v.domains, d)
 				v.changed = v.changed || u != s
 			case CanonGitRemote:
-				if isRemoteName(s) {
+				if gitref.IsRemoteName(s) {
 					v.named = append(v.named, s)
 					continue
 				}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 )
 
 // TestConcurrentEvaluate runs mixed calls from several goroutines (run it
@@ -13,8 +12,7 @@ func TestConcurrentEvaluate(t *testing.T) {
 	s := suite{Setup: append(pushSetup(), op{Write: "$SANDBOX/a.txt"})}
 	tr := newTree(t)
 	tr.apply(t, s.Setup)
-	e := tr.engine(t, s)
-	e.resolver.now = func() time.Time { return time.Now().Add(time.Hour) } // let the cache fill
+	e := tr.engineWith(t, s, withResolver(t, TestResolverConfig{Aged: true})) // let the cache fill
 	calls := []struct {
 		r    Request
 		want Status

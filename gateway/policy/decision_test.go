@@ -186,6 +186,13 @@ func (tr tree) apply(t testing.TB, ops []op) {
 
 func (tr tree) engine(t testing.TB, s suite) *Engine {
 	t.Helper()
+	return tr.engineWith(t, s, withGit(t))
+}
+
+// engineWith is engine with the given options (a resolver) instead of the
+// real resolver.
+func (tr tree) engineWith(t testing.TB, s suite, opts ...Option) *Engine {
+	t.Helper()
 	fixture := s.Fixture
 	if fixture == "" {
 		fixture = "base"
@@ -207,7 +214,7 @@ func (tr tree) engine(t testing.TB, s suite) *Engine {
 		set.ProtectedPaths = append(set.ProtectedPaths, tr.expand(p))
 	}
 	set.DomainAllowlists = s.Settings.AllowedDomains
-	e, err := LoadDir(filepath.Join("testdata", "fixtures", fixture), set)
+	e, err := LoadDir(filepath.Join("testdata", "fixtures", fixture), set, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

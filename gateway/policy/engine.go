@@ -14,10 +14,10 @@ type Engine struct {
 	allow    map[string]domainSet
 	canon    pathCanon
 	safe     roleSet // sandbox-safe roles (Settings.SandboxSafeRoles)
-	fs       fileSystem
+	fs       FileSystem
 	protect  []string // canonical and lexical forms of the protected paths
 	push     *PushChecker
-	resolver *GitResolver
+	remotes  RemoteResolver // WithRemoteResolver; noResolver when none
 	settings Settings
 	shadow   *Engine
 	warnings []string

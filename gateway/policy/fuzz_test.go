@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"ironcurtain.dev/gateway/gitref"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -187,7 +188,7 @@ func FuzzParsePushRefspec(f *testing.F) {
 	}
 	mainBranch, _ := parseProtectedBranch("main")
 	f.Fuzz(func(t *testing.T, spec, current string) {
-		if !validRefName(current, true, false) {
+		if !gitref.ValidName(current, true, false) {
 			current = ""
 		}
 		r, err := ParsePushRefspec(spec, current)

@@ -42,7 +42,7 @@ func (c *call) checkGit() (Evaluation, bool) {
 			return c.deny(RuleGitRemote, "cannot resolve the git remote: "+err.Error(), "")
 		}
 		for _, n := range names {
-			res, err := c.e.resolver.Resolve(c.ctx, repo, c.e.canon.sandbox, n, false)
+			res, err := c.e.remotes.Resolve(c.ctx, repo, c.e.canon.sandbox, n, false)
 			if err != nil {
 				return c.deny(RuleGitRemote, gitReason(err), err.Error())
 			}

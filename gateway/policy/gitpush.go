@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"ironcurtain.dev/gateway/gitref"
 )
 
 // PushInput is one push as a tool call describes it, after ParsePushArgs.
@@ -163,15 +165,16 @@ var ErrPushRefused = errors.New("push refused")
 type PushChecker struct {
 	Sandbox           string // canonical sandbox
 	ProtectedBranches []string
-	Resolver          *GitResolver // nil: the package default
+	Resolver          RemoteResolver // reads the repository's remotes and branch
 	protected         []protectedBranch
 }
 
 // NewPushChecker validates the protected branch names (default main and
-// master when empty).
-func NewPushChecker(sandbox string, protectedBranches []string, r *GitResolver) (*PushChecker, error) {
+// master when empty). r reads the repositories (gateway/gitremote); nil
+// refuses every push (no remote can be resolved).
+func NewPushChecker(sandbox string, protectedBranches []string, r RemoteResolver) (*PushChecker, error) {
 	if len(protectedBranches) == 0 {
-		protectedBranches = DefaultProtectedBranches
+		protectedBranches = DefaultProtectedBranches()
 	}
 	pc := &PushChecker{Sandbox: sandbox, ProtectedBranches: protectedBranches, Resolver: r}
 	for i, b := range protectedBranches {
@@ -182,13 +185,14 @@ func NewPushChecker(sandbox string, protectedBranches []string, r *GitResolver) 
 		pc.protected = append(pc.protected, p)
 	}
 	if pc.Resolver == nil {
-		pc.Resolver = defaultResolver
+		pc.Resolver = noResolver{}
 	}
 	return pc, nil
 }
 
-// DefaultProtectedBranches are protected when the settings name none.
-var DefaultProtectedBranches = []string{"main", "master"}
+// DefaultProtectedBranches returns the branches protected when the settings
+// name none.
+func DefaultProtectedBranches() []string { return []string{"main", "master"} }
 
 // Check plans the push in. repoDir is the canonical repository directory
 // (the policy's realpath of in.Path). Every refusal wraps ErrPushRefused and
@@ -210,7 +214,7 @@ func (pc *PushChecker) Check(ctx context.Context, repoDir string, in PushInput) 
 	}
 	var urlRemote *GitRemote
 	name := in.Remote
-	if name != "" && !isRemoteName(name) {
+	if name != "" && !gitref.IsRemoteName(name) {
 		u, err := ParseGitRemoteURL(name)
 		if err != nil {
 			return refuse("%v", err)
@@ -245,9 +249,9 @@ func (pc *PushChecker) Check(ctx context.Context, repoDir string, in PushInput) 
 		}
 		switch {
 		case r.Force:
-			return refuse("force push (%s) is not allowed", quoteShort(s))
+			return refuse("force push (%s) is not allowed", gitref.Quote(s))
 		case r.Delete:
-			return refuse("deleting a remote ref (%s) is not allowed", quoteShort(s))
+			return refuse("deleting a remote ref (%s) is not allowed", gitref.Quote(s))
 		}
 		for _, c := range r.Candidates {
 			for i, p := range pc.protected {

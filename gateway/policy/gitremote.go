@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"ironcurtain.dev/gateway/gitref"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -73,14 +74,14 @@ func ParseGitRemoteURL(raw string) (GitRemote, error) {
 	}
 	for i := 0; i < len(raw); i++ {
 		if c := raw[i]; c <= 0x20 || c == 0x7f || c == '\\' {
-			return GitRemote{}, fmt.Errorf("remote %s: contains a space, control character or backslash", quoteShort(raw))
+			return GitRemote{}, fmt.Errorf("remote %s: contains a space, control character or backslash", gitref.Quote(raw))
 		}
 	}
 	if strings.HasPrefix(raw, "-") {
-		return GitRemote{}, fmt.Errorf("remote %s: starts with '-'", quoteShort(raw))
+		return GitRemote{}, fmt.Errorf("remote %s: starts with '-'", gitref.Quote(raw))
 	}
 	if helper, ok := transportHelper(raw); ok {
-		return GitRemote{}, fmt.Errorf("remote %s: the %q transport is not allowed: %w", quoteShort(raw), helper, errNotNetworkRemote)
+		return GitRemote{}, fmt.Errorf("remote %s: the %q transport is not allowed: %w", gitref.Quote(raw), helper, errNotNetworkRemote)
 	}
 	if i := strings.Index(raw, "://"); i >= 0 {
 		return parseURLRemote(raw, strings.ToLower(raw[:i]), raw[i+3:])
@@ -88,7 +89,7 @@ func ParseGitRemoteURL(raw string) (GitRemote, error) {
 	colon := strings.IndexByte(raw, ':')
 	slash := strings.IndexByte(raw, '/')
 	if colon < 0 || (slash >= 0 && slash < colon && !strings.HasPrefix(raw, "[") && !strings.Contains(raw, "@[")) {
-		return GitRemote{}, fmt.Errorf("remote %s: a local path: %w", quoteShort(raw), errNotNetworkRemote)
+		return GitRemote{}, fmt.Errorf("remote %s: a local path: %w", gitref.Quote(raw), errNotNetworkRemote)
 	}
 	return parseSCPRemote(raw)
 }
@@ -114,20 +115,20 @@ func parseURLRemote(raw, scheme, rest string) (GitRemote, error) {
 	switch scheme {
 	case "https", "ssh":
 	default:
-		return GitRemote{}, fmt.Errorf("remote %s: scheme %q is not allowed: %w", quoteShort(raw), scheme, errNotNetworkRemote)
+		return GitRemote{}, fmt.Errorf("remote %s: scheme %q is not allowed: %w", gitref.Quote(raw), scheme, errNotNetworkRemote)
 	}
 	authority, path, _ := strings.Cut(rest, "/")
 	if strings.ContainsAny(authority, "?#") || strings.ContainsAny(path, "?#") {
-		return GitRemote{}, fmt.Errorf("remote %s: query or fragment in a git remote", quoteShort(raw))
+		return GitRemote{}, fmt.Errorf("remote %s: query or fragment in a git remote", gitref.Quote(raw))
 	}
 	r := GitRemote{Scheme: scheme, Path: path}
 	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
 		if scheme == "https" {
-			return GitRemote{}, fmt.Errorf("remote %s: credentials or user names in https remotes are not allowed", quoteShort(raw))
+			return GitRemote{}, fmt.Errorf("remote %s: credentials or user names in https remotes are not allowed", gitref.Quote(raw))
 		}
 		user := authority[:at]
 		if err := checkSSHUser(user); err != nil {
-			return GitRemote{}, fmt.Errorf("remote %s: %w", quoteShort(raw), err)
+			return GitRemote{}, fmt.Errorf("remote %s: %w", gitref.Quote(raw), err)
 		}
 		r.User, authority = user, authority[at+1:]
 	}
@@ -137,14 +138,14 @@ func parseURLRemote(raw, scheme, rest string) (GitRemote, error) {
 	}
 	host, port, err := netpolicy.ParseAuthority(authority, defPort)
 	if err != nil {
-		return GitRemote{}, fmt.Errorf("remote %s: %w", quoteShort(raw), unwrapParse(err))
+		return GitRemote{}, fmt.Errorf("remote %s: %w", gitref.Quote(raw), unwrapParse(err))
 	}
 	r.Host = host
 	if strings.Contains(authority, "]:") || (!strings.HasPrefix(authority, "[") && strings.Contains(authority, ":")) {
 		r.Port = port
 	}
 	if err := checkRemotePath(r.Path); err != nil {
-		return GitRemote{}, fmt.Errorf("remote %s: %w", quoteShort(raw), err)
+		return GitRemote{}, fmt.Errorf("remote %s: %w", gitref.Quote(raw), err)
 	}
 	return r, nil
 }
@@ -161,19 +162,19 @@ func parseSCPRemote(raw string) (GitRemote, error) {
 		}
 		end := strings.IndexByte(s, ']')
 		if end < 0 || end+1 >= len(s) || s[end+1] != ':' {
-			return GitRemote{}, fmt.Errorf("remote %s: malformed bracketed host", quoteShort(raw))
+			return GitRemote{}, fmt.Errorf("remote %s: malformed bracketed host", gitref.Quote(raw))
 		}
 		inner := s[1:end]
 		path = s[end+2:]
 		if at := strings.LastIndexByte(inner, '@'); at >= 0 {
 			if user != "" {
-				return GitRemote{}, fmt.Errorf("remote %s: several user names", quoteShort(raw))
+				return GitRemote{}, fmt.Errorf("remote %s: several user names", gitref.Quote(raw))
 			}
 			user, inner = inner[:at], inner[at+1:]
 		}
 		if user != "" {
 			if err := checkSSHUser(user); err != nil {
-				return GitRemote{}, fmt.Errorf("remote %s: %w", quoteShort(raw), err)
+				return GitRemote{}, fmt.Errorf("remote %s: %w", gitref.Quote(raw), err)
 			}
 		}
 		r.User = user
@@ -188,17 +189,17 @@ func parseSCPRemote(raw string) (GitRemote, error) {
 		if at := strings.LastIndexByte(hostport, '@'); at >= 0 {
 			user := hostport[:at]
 			if err := checkSSHUser(user); err != nil {
-				return GitRemote{}, fmt.Errorf("remote %s: %w", quoteShort(raw), err)
+				return GitRemote{}, fmt.Errorf("remote %s: %w", gitref.Quote(raw), err)
 			}
 			r.User, hostport = user, hostport[at+1:]
 		}
 		if strings.ContainsAny(hostport, "[]") {
-			return GitRemote{}, fmt.Errorf("remote %s: malformed host", quoteShort(raw))
+			return GitRemote{}, fmt.Errorf("remote %s: malformed host", gitref.Quote(raw))
 		}
 	}
 	host, port, err := netpolicy.ParseAuthority(hostport, 22)
 	if err != nil {
-		return GitRemote{}, fmt.Errorf("remote %s: %w", quoteShort(raw), unwrapParse(err))
+		return GitRemote{}, fmt.Errorf("remote %s: %w", gitref.Quote(raw), unwrapParse(err))
 	}
 	r.Host = host
 	if strings.Contains(hostport, ":") && !strings.HasPrefix(hostport, "[") {
@@ -206,10 +207,10 @@ func parseSCPRemote(raw string) (GitRemote, error) {
 	}
 	r.Path = strings.TrimPrefix(path, "/")
 	if path == "" {
-		return GitRemote{}, fmt.Errorf("remote %s: empty repository path", quoteShort(raw))
+		return GitRemote{}, fmt.Errorf("remote %s: empty repository path", gitref.Quote(raw))
 	}
 	if err := checkRemotePath(r.Path); err != nil {
-		return GitRemote{}, fmt.Errorf("remote %s: %w", quoteShort(raw), err)
+		return GitRemote{}, fmt.Errorf("remote %s: %w", gitref.Quote(raw), err)
 	}
 	return r, nil
 }
@@ -267,38 +268,4 @@ func normalizeRepoPath(p string) (string, error) {
 		}
 	}
 	return p, nil
-}
-
-// isRemoteName reports whether s can only be read as the name of a
-// configured remote: letters, digits, '.', '_', '-' (not leading '-' or
-// '.'), no "..".
-func isRemoteName(s string) bool {
-	if s == "" || len(s) > 255 || s[0] == '-' || s[0] == '.' || strings.Contains(s, "..") {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// quoteShort quotes a remote for an error message, masking any userinfo
-// (it may hold a token) and truncating long values.
-func quoteShort(s string) string {
-	if i := strings.Index(s, "://"); i >= 0 {
-		auth := s[i+3:]
-		if j := strings.IndexByte(auth, '/'); j >= 0 {
-			auth = auth[:j]
-		}
-		if at := strings.LastIndexByte(auth, '@'); at >= 0 {
-			s = s[:i+3] + "***@" + s[i+3+at+1:]
-		}
-	}
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return strconv.Quote(s)
 }

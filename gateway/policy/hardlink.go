@@ -27,7 +27,7 @@ type inode struct{ dev, ino uint64 }
 
 func (f fileID) inode() inode { return inode{f.dev, f.ino} }
 
-// idFS is a fileSystem that also reports which file a name is. The
+// idFS is a FileSystem that also reports which file a name is. The
 // canonicaliser uses it for every component, so that the identity of the
 // final file costs no extra system call.
 type idFS interface {

@@ -20,17 +20,17 @@ import (
 // The rules are rebased from the sandbox the policy was compiled for (its
 // "sandbox" field, else DefaultCompiledSandbox) to s.Sandbox: see
 // Engine.Rebase, which the caller logs.
-func LoadDir(dir string, s Settings) (*Engine, error) {
-	return loadDirFS(dir, s, osFS{})
+func LoadDir(dir string, s Settings, opts ...Option) (*Engine, error) {
+	return loadDirEnv(dir, s, newEnv(osFS{}, opts))
 }
 
-func loadDirFS(dir string, s Settings, fsys fileSystem) (*Engine, error) {
-	e, err := loadDir(dir, s, fsys)
+func loadDirEnv(dir string, s Settings, env env) (*Engine, error) {
+	e, err := loadDir(dir, s, env)
 	if err != nil {
 		return nil, err
 	}
 	if s.ShadowPolicyDir != "" {
-		shadow, err := loadDir(s.ShadowPolicyDir, s, fsys)
+		shadow, err := loadDir(s.ShadowPolicyDir, s, env)
 		if err != nil {
 			return nil, fmt.Errorf("loading shadow policy: %w", err)
 		}
@@ -40,7 +40,7 @@ func loadDirFS(dir string, s Settings, fsys fileSystem) (*Engine, error) {
 	return e, nil
 }
 
-func loadDir(dir string, s Settings, fsys fileSystem) (*Engine, error) {
+func loadDir(dir string, s Settings, env env) (*Engine, error) {
 	read := func(name string, optional bool) ([]byte, string, error) {
 		path := filepath.Join(dir, name)
 		b, err := os.ReadFile(path)
@@ -111,7 +111,7 @@ func loadDir(dir string, s Settings, fsys fileSystem) (*Engine, error) {
 	}
 	e, err := newEngine(pol, anns, lists, s, fileNames{
 		policy: filepath.Join(dir, CompiledPolicyFile), lists: filepath.Join(dir, DynamicListsFile),
-	}, fsys)
+	}, env)
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
 	}
@@ -123,15 +123,15 @@ type fileNames struct{ policy, lists string }
 
 // New builds an engine from parsed artifacts. a and l may be nil. Errors
 // name the artifact and the JSON path, or the settings field.
-func New(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings) (*Engine, error) {
-	return newEngine(p, []AnnotationSource{{File: AnnotationsFile, Annotations: a}}, l, s, fileNames{policy: CompiledPolicyFile, lists: DynamicListsFile}, osFS{})
+func New(p *CompiledPolicy, a *Annotations, l *DynamicLists, s Settings, opts ...Option) (*Engine, error) {
+	return newEngine(p, []AnnotationSource{{File: AnnotationsFile, Annotations: a}}, l, s, fileNames{policy: CompiledPolicyFile, lists: DynamicListsFile}, newEnv(osFS{}, opts))
 }
 
-func newEngine(p *CompiledPolicy, anns []AnnotationSource, l *DynamicLists, s Settings, files fileNames, fsys fileSystem) (*Engine, error) {
+func newEngine(p *CompiledPolicy, anns []AnnotationSource, l *DynamicLists, s Settings, files fileNames, env env) (*Engine, error) {
 	if p == nil {
 		return nil, &FileError{File: files.policy, Err: errors.New("missing compiled policy")}
 	}
-	e := &Engine{tools: map[string]*tool{}, trusted: map[string]bool{}, allow: map[string]domainSet{}, fs: fsys}
+	e := &Engine{tools: map[string]*tool{}, trusted: map[string]bool{}, allow: map[string]domainSet{}, fs: env.fs, remotes: env.remotes}
 	if err := e.compileSettings(s); err != nil {
 		return nil, err
 	}
@@ -230,8 +230,7 @@ func (e *Engine) compileSettings(s Settings) error {
 		}
 		e.allow[server] = set
 	}
-	e.resolver = NewGitResolver(s.GitTimeout)
-	pc, err := NewPushChecker(e.canon.sandbox, s.ProtectedBranches, e.resolver)
+	pc, err := NewPushChecker(e.canon.sandbox, s.ProtectedBranches, e.remotes)
 	if err != nil {
 		return settingsErr("", err)
 	}

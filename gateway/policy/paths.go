@@ -23,9 +23,13 @@ var (
 	errPathMissingParent = errors.New("path climbs (..) out of a directory that does not exist or is not a directory")
 )
 
-// fileSystem is what the canonicaliser asks of the filesystem. Tests swap
-// in a counting implementation.
-type fileSystem interface {
+// FileSystem is what the engine reads of the file system: the path
+// canonicaliser resolves symbolic links component by component with it.
+// LoadDir and New use the operating system's (WithFileSystem replaces it;
+// tests swap in a counting one), LoadDirRecorded one on which nothing
+// exists. Only the operating system's also reports hard links (the
+// structural-hard-link-write and hard-link protected-path checks).
+type FileSystem interface {
 	// Lstat returns the mode of name without following a final symlink.
 	Lstat(name string) (fs.FileMode, error)
 	// Readlink returns the target of the symlink name.
@@ -71,7 +75,7 @@ type pathCanon struct {
 	// absolute form: the agent names its own sandbox by it, so a raw path
 	// under alias means the same path under sandbox.
 	alias string
-	fs    fileSystem
+	fs    FileSystem
 }
 
 // canonical returns the symlink-free absolute path that raw names: ~ and ~/

@@ -15,8 +15,10 @@ import (
 // from a repository (a push's refs, a default remote) cannot be resolved.
 // Callers must report such calls as state-dependent rather than trust the
 // new decision.
-func LoadDirRecorded(dir string, s Settings) (*Engine, error) {
-	return loadDirFS(dir, s, absentFS{})
+func LoadDirRecorded(dir string, s Settings, opts ...Option) (*Engine, error) {
+	env := newEnv(osFS{}, opts)
+	env.fs = absentFS{}
+	return loadDirEnv(dir, s, env)
 }
 
 // absentFS is a file system on which nothing exists.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"ironcurtain.dev/gateway/gitref"
 )
 
 // PushRefspec is one push destination in canonical form.
@@ -24,7 +26,7 @@ type PushRefspec struct {
 var ErrRefspec = errors.New("refused refspec")
 
 func refspecErr(raw, format string, a ...any) error {
-	return fmt.Errorf("%w %s: %s", ErrRefspec, quoteShort(raw), fmt.Sprintf(format, a...))
+	return fmt.Errorf("%w %s: %s", ErrRefspec, gitref.Quote(raw), fmt.Sprintf(format, a...))
 }
 
 // ParsePushRefspec parses one push refspec "[+]src[:dst]" the way git push
@@ -139,12 +141,12 @@ func canonicalSource(src, current string) (string, error) {
 			return "", errors.New("HEAD is not on a branch")
 		}
 		return "refs/heads/" + current, nil
-	case isHexID(base):
+	case gitref.IsHexID(base):
 		return src, nil
-	case !validRefName(base, true, true):
+	case !gitref.ValidName(base, true, true):
 		return "", errors.New("invalid source ref name")
 	}
-	if err := checkPrefixCase(base); err != nil {
+	if err := gitref.CheckPrefixCase(base); err != nil {
 		return "", err
 	}
 	switch {
@@ -158,31 +160,13 @@ func canonicalSource(src, current string) (string, error) {
 	return "refs/heads/" + src, nil
 }
 
-// refPrefixes are the namespace prefixes git gives meaning to in a short
-// or full ref name.
-var refPrefixes = []string{"refs/", "heads/", "tags/", "remotes/"}
-
-// checkPrefixCase refuses a name that starts with one of refPrefixes in
-// another case ("heADs/main", "Refs/heads/main"): git reads them as other
-// refs, but a case-insensitive ref store (a remote on macOS or Windows,
-// packed and loose refs mixed) may not, so the name could reach a protected
-// branch without looking like it.
-func checkPrefixCase(name string) error {
-	for _, p := range refPrefixes {
-		if len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) && name[:len(p)] != p {
-			return fmt.Errorf("ref prefix %q must be written %q", name[:len(p)], p)
-		}
-	}
-	return nil
-}
-
 // canonicalDestination returns the full destination ref and the refs git
 // could update for it.
 func canonicalDestination(dst, src string) (string, []string, error) {
-	if !validRefName(dst, true, true) {
+	if !gitref.ValidName(dst, true, true) {
 		return "", nil, errors.New("invalid destination ref name")
 	}
-	if err := checkPrefixCase(dst); err != nil {
+	if err := gitref.CheckPrefixCase(dst); err != nil {
 		return "", nil, err
 	}
 	if dst == "HEAD" || dst == "@" {
@@ -207,56 +191,6 @@ func canonicalDestination(dst, src string) (string, []string, error) {
 	return full, []string{"refs/heads/" + dst, "refs/tags/" + dst}, nil
 }
 
-func isHexID(s string) bool {
-	if len(s) < 7 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// validRefName implements git check-ref-format's rules (with
-// --allow-onelevel when oneLevel, and --refspec-pattern when star), ASCII
-// only.
-func validRefName(s string, oneLevel, star bool) bool {
-	if s == "" || s == "@" || len(s) > 1024 {
-		return false
-	}
-	if s[0] == '/' || s[len(s)-1] == '/' || s[len(s)-1] == '.' || strings.Contains(s, "//") ||
-		strings.Contains(s, "..") || strings.Contains(s, "@{") {
-		return false
-	}
-	stars := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c <= 0x20 || c >= 0x7f:
-			return false
-		case c == '~' || c == '^' || c == ':' || c == '?' || c == '[' || c == '\\':
-			return false
-		case c == '*':
-			stars++
-			if !star || stars > 1 {
-				return false
-			}
-		}
-	}
-	if !oneLevel && !strings.Contains(s, "/") {
-		return false
-	}
-	for _, comp := range strings.Split(s, "/") {
-		if strings.HasPrefix(comp, ".") || strings.HasSuffix(comp, ".lock") {
-			return false
-		}
-	}
-	return true
-}
-
 // protectedBranch is one protected branch name or single-'*' glob, matched
 // case-insensitively against the branch part of refs/heads/....
 type protectedBranch struct {
@@ -266,7 +200,7 @@ type protectedBranch struct {
 
 func parseProtectedBranch(name string) (protectedBranch, error) {
 	n := strings.TrimPrefix(name, "refs/heads/")
-	if !validRefName(n, true, true) {
+	if !gitref.ValidName(n, true, true) {
 		return protectedBranch{}, fmt.Errorf("%q is not a valid branch name or pattern", name)
 	}
 	n = strings.ToLower(n)

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"strings"
+
+	"ironcurtain.dev/gateway/gitref"
 )
 
 // UpdateKind is what one ref update does, worked out from the objects (is
@@ -61,7 +63,7 @@ func (pc *PushChecker) CheckUpdates(updates []RefUpdate) []RefRefusal {
 		out = append(out, RefRefusal{Ref: ref, Reason: fmt.Sprintf(format, a...)})
 	}
 	for _, u := range updates {
-		if err := CheckUpdateRef(u.Ref); err != nil {
+		if err := gitref.CheckUpdateRef(u.Ref); err != nil {
 			no(u.Ref, "%v", err)
 			continue
 		}

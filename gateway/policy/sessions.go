@@ -153,7 +153,7 @@ func (e *Engine) buildView(dir string) (*Engine, error) {
 		s.ProtectedPaths = append(s.ProtectedPaths, pp)
 	}
 	pol := e.src.pol.RebaseWithin(e.canon.sandboxLex, dir)
-	v := &Engine{tools: map[string]*tool{}, trusted: map[string]bool{}, allow: map[string]domainSet{}, fs: e.fs}
+	v := &Engine{tools: map[string]*tool{}, trusted: map[string]bool{}, allow: map[string]domainSet{}, fs: e.fs, remotes: e.remotes}
 	if err := v.compileSettings(s); err != nil {
 		return nil, fmt.Errorf("building the view of session sandbox %q: %w", dir, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"time"
 )
 
 // Settings are the deployment settings the engine needs besides the three
@@ -18,7 +17,7 @@ type Settings struct {
 	// contain the sandbox, which stays usable). Absolute or starting with ~.
 	ProtectedPaths []string
 	// ProtectedBranches may never be pushed to (names or one-'*' globs,
-	// case-insensitive). Empty: DefaultProtectedBranches.
+	// case-insensitive). Empty: DefaultProtectedBranches().
 	ProtectedBranches []string
 	// TrustedServers skip annotation, path, domain and rule checks (the git
 	// push and PR-merge invariants still apply).
@@ -42,9 +41,6 @@ type Settings struct {
 	// ShadowPolicyDir, when set, is loaded by LoadDir as a report-only
 	// second policy with the same settings.
 	ShadowPolicyDir string
-	// GitTimeout bounds each git run that resolves a remote
-	// (DefaultGitTimeout when zero).
-	GitTimeout time.Duration
 	// SandboxSafeRoles are the path roles that sandbox containment resolves:
 	// on the filesystem and git servers, such a role whose values all lie in
 	// the sandbox is allowed without consulting the compiled rules. Only

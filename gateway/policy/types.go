@@ -102,6 +102,14 @@ type Request struct {
 	// rebased to it, and every other session's directory is protected.
 	// "" judges against the configured sandbox (the static agent token).
 	Sandbox string
+	// Door is what a door sends beside the arguments (the GitHub relay: a
+	// request body), scanned and digested by the door; zero for /mcp.
+	Door DoorContent
+
+	// wire marks the git push call EvaluateWirePush evaluates: its
+	// invariants are already applied and there is no workspace to plan
+	// from.
+	wire bool
 }
 
 // Role is an argument role from the registry (see roles.go), for example

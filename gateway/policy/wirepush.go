@@ -22,8 +22,6 @@ type WirePush struct {
 	Secrets []secretscan.Hit
 }
 
-type wirePushKey struct{}
-
 // EvaluateWirePush decides a push received over the wire. It is one
 // decision for the whole push, made with the same engine and invariants as
 // the git push tool: the push invariants (PushChecker.CheckUpdates: force
@@ -60,7 +58,7 @@ func (e *Engine) EvaluateWirePush(ctx context.Context, w WirePush) Evaluation {
 		return Evaluation{Decision: Decision{Status: Deny, Rule: RuleInvalidArgument, Reason: fmt.Sprintf("push refused: %v", err)}, Policy: record}
 	}
 	record["remote"] = remote.URL()
-	req := Request{Server: "git", Tool: "push", Args: map[string]any{"remote": remote.URL()}}
+	req := Request{Server: "git", Tool: "push", Args: map[string]any{"remote": remote.URL()}, wire: true}
 	if e.canon.sandbox != "" {
 		// The push reads nothing of the agent's: its "repository" is the
 		// gateway's mirror. The sandbox stands in for it so that the path
@@ -74,7 +72,7 @@ func (e *Engine) EvaluateWirePush(ctx context.Context, w WirePush) Evaluation {
 		// what it would apply to a wire push.
 		ev = Evaluation{Decision: Decision{Status: Allow, Rule: RuleTrustedServer, Reason: fmt.Sprintf("Server %q is trusted", req.Server)}}
 	} else {
-		ev = e.Evaluate(context.WithValue(ctx, wirePushKey{}, &w), req)
+		ev = e.Evaluate(ctx, req)
 	}
 	ev.Push = nil
 	ev.Transport = req.Args
@@ -88,10 +86,7 @@ func (e *Engine) EvaluateWirePush(ctx context.Context, w WirePush) Evaluation {
 // isWirePush reports whether the call is a wire push being evaluated by
 // EvaluateWirePush (its invariants are already applied; there is no
 // workspace to plan from).
-func (c *call) isWirePush() bool {
-	w, ok := c.ctx.Value(wirePushKey{}).(*WirePush)
-	return ok && w != nil
-}
+func (c *call) isWirePush() bool { return c.req.wire }
 
 func updatesRecord(us []RefUpdate) []any {
 	out := make([]any, len(us))

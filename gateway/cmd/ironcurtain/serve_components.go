@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/egress"
@@ -305,15 +306,17 @@ func (t teeSink) Record(ctx context.Context, e audit.Event) error {
 }
 
 // loadPolicy loads the policy directory and, when configured, the shadow
-// policy evaluated report-only next to it.
+// policy evaluated report-only next to it. Both resolve git remotes with
+// gitremote's resolver.
 func loadPolicy(cfg *config.Config) (*policy.Engine, error) {
 	settings := cfg.PolicySettings()
-	eng, err := policy.LoadDir(cfg.PolicyDir, settings)
+	remotes := policy.WithRemoteResolver(gitremote.New(gitremote.Options{}))
+	eng, err := policy.LoadDir(cfg.PolicyDir, settings, remotes)
 	if err != nil {
 		return nil, fmt.Errorf("loading policy: %w", err)
 	}
 	if cfg.ShadowPolicyDir != "" {
-		shadow, err := policy.LoadDir(cfg.ShadowPolicyDir, settings)
+		shadow, err := policy.LoadDir(cfg.ShadowPolicyDir, settings, remotes)
 		if err != nil {
 			return nil, fmt.Errorf("loading shadow policy: %w", err)
 		}

@@ -37,7 +37,7 @@ func gitDoor(cfg *config.Config, eng *policy.Engine, g *gate.Gate, srvs []server
 		MaxRefs:      cfg.Git.HTTP.MaxRefs,
 		Timeout:      cfg.Git.HTTP.Timeout,
 		MaxScanBytes: cfg.Secrets.PushLimit(),
-	}, githttp.Deps{Gate: g, Auth: auth, Mirrors: gsrv, Allow: eng, Audit: sink, Secrets: eng, Logger: log.With("component", "githttp")})
+	}, githttp.Deps{Gate: g, Auth: auth, Mirrors: gsrv.Mirrors(), Allow: eng, Audit: sink, Secrets: eng, Logger: log.With("component", "githttp")})
 	if err != nil {
 		return nil, fmt.Errorf("building the git HTTP door: %w", err)
 	}

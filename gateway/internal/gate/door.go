@@ -31,6 +31,10 @@ type Call struct {
 	// Args are the tool arguments the action is evaluated with (ignored
 	// with Push or Refused).
 	Args map[string]any
+	// Content is what the action sends beside Args (the GitHub relay: a
+	// request body's digest and the secrets found in it), evaluated with
+	// them (policy.Request.Door).
+	Content policy.DoorContent
 	// Push, when set, is a push received over the wire: decided by
 	// WirePolicy.EvaluateWirePush.
 	Push *policy.WirePush
@@ -106,7 +110,7 @@ func (g *Gate) Do(ctx context.Context, d Call) Result {
 			break
 		}
 		ev = c.evaluate(ctx, func(ctx context.Context) policy.Evaluation {
-			return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: d.Args, Sandbox: d.Session.Workspace})
+			return pol.Evaluate(ctx, policy.Request{Server: e.server, Tool: e.tool, Args: d.Args, Sandbox: d.Session.Workspace, Door: d.Content})
 		})
 		if ev.Policy == nil {
 			ev.Policy = d.Args

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"ironcurtain.dev/gateway/policy"
+	"ironcurtain.dev/gateway/gitref"
 )
 
 // FuzzReadUpdateRequest: any byte string either is refused with an error or
@@ -36,7 +36,7 @@ func FuzzReadUpdateRequest(f *testing.F) {
 			if !isObjectID(c.Old, 40) || !isObjectID(c.New, 40) || (c.IsCreate() && c.IsDelete()) {
 				t.Fatalf("accepted ids %q %q", c.Old, c.New)
 			}
-			if err := policy.CheckUpdateRef(c.Ref); err != nil {
+			if err := gitref.CheckUpdateRef(c.Ref); err != nil {
 				t.Fatalf("accepted ref %q: %v", c.Ref, err)
 			}
 			if seen[c.Ref] {

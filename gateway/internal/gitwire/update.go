@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"ironcurtain.dev/gateway/policy"
+	"ironcurtain.dev/gateway/gitref"
 )
 
 // Limits bound what one receive-pack request may hold.
@@ -16,7 +16,7 @@ type Limits struct {
 	MaxCommands int
 	// MaxPushOptions is the most push options; 0 refuses any.
 	MaxPushOptions int
-	// DeferRefCheck leaves policy.CheckUpdateRef to the caller, which then
+	// DeferRefCheck leaves gitref.CheckUpdateRef to the caller, which then
 	// must apply it to every command (policy.PushChecker.CheckUpdates
 	// does), so that a refused ref name is reported on that ref like any
 	// other refusal. Ref names must still be printable ASCII without
@@ -105,7 +105,7 @@ func (c Capabilities) Band() int {
 // Refused, each with an error wrapping ErrProtocol that names the problem:
 // shallow lines and push certificates (not supported), an empty command list,
 // a command that is not "old SP new SP ref", ids of the wrong length or case,
-// both ids zero, an invalid ref name (policy.CheckUpdateRef), the same ref
+// both ids zero, an invalid ref name (gitref.CheckUpdateRef), the same ref
 // twice, more commands or push options than the limits allow, capabilities
 // after the first line, unknown or repeated capabilities, an object format
 // other than the repository's, push options without the capability,
@@ -292,7 +292,7 @@ func parseCommand(line string, idLen int, deferRefCheck bool) (Command, error) {
 		if c.Ref == "" || len(c.Ref) > MaxRefName || !printableASCII(c.Ref) {
 			return Command{}, protoErr("ref name %q is not printable ASCII of at most %d bytes", clip(c.Ref), MaxRefName)
 		}
-	} else if err := policy.CheckUpdateRef(c.Ref); err != nil {
+	} else if err := gitref.CheckUpdateRef(c.Ref); err != nil {
 		return Command{}, protoErr("refusing ref: %v", err)
 	}
 	return c, nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/servers/builtin"
 	"ironcurtain.dev/gateway/policy"
 )
@@ -97,7 +98,7 @@ func newFixture(t *testing.T) *fixture {
 			"fetch": {"docs.example.com", "*.golang.org"},
 			"git":   {"github.com", "*.github.com"},
 		},
-	})
+	}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestLoadDirRebasesToConfiguredSandbox(t *testing.T) {
 	if err := os.MkdirAll(sandbox, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e, err := policy.LoadDir(".", policy.Settings{Sandbox: sandbox, Home: root, ConfinedServers: policy.BuiltinConfinedServers()})
+	e, err := policy.LoadDir(".", policy.Settings{Sandbox: sandbox, Home: root, ConfinedServers: policy.BuiltinConfinedServers()}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatal(err)
 	}

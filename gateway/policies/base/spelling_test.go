@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -52,7 +53,7 @@ func TestAmbiguousSpellings(t *testing.T) {
 	}
 	cp, ann, lists := shippedArtifacts(t, f.sandbox)
 	eng, err := policy.New(cp, ann, lists, policy.Settings{Sandbox: f.sandbox, ProtectedPaths: []string{prot},
-		ConfinedServers: policy.BuiltinConfinedServers()})
+		ConfinedServers: policy.BuiltinConfinedServers()}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"ironcurtain.dev/agent/model"
 	"ironcurtain.dev/agent/runner"
 	"ironcurtain.dev/agent/sandbox"
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/escalation"
@@ -129,7 +130,7 @@ func startGateway(t *testing.T, approve map[string]bool) *world {
 		Sandbox:          w.sandbox,
 		Home:             root,
 		DomainAllowlists: map[string][]string{"git": {"github.com", "*.github.com"}},
-	})
+	}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatalf("loading the shipped policy: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"ironcurtain.dev/agent/runner"
 	"ironcurtain.dev/agent/sandbox"
 	"ironcurtain.dev/agent/tsdecl"
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/filesystem"
@@ -58,7 +59,7 @@ func startReadGateway(b *testing.B) *world {
 			b.Fatal(err)
 		}
 	}
-	eng, err := policy.LoadDir(filepath.Join("..", "..", "policies", "base"), policy.Settings{Sandbox: root, Home: b.TempDir()})
+	eng, err := policy.LoadDir(filepath.Join("..", "..", "policies", "base"), policy.Settings{Sandbox: root, Home: b.TempDir()}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		b.Fatal(err)
 	}

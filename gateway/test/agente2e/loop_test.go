@@ -12,6 +12,7 @@ import (
 	"ironcurtain.dev/agent/model"
 	"ironcurtain.dev/agent/runner"
 	"ironcurtain.dev/agent/sandbox"
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/loopguard"
@@ -67,7 +68,7 @@ func TestAgentLoopIsPaused(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eng, err := policy.LoadDir(basePolicy(t, sb), policy.Settings{Sandbox: sb, Home: root})
+			eng, err := policy.LoadDir(basePolicy(t, sb), policy.Settings{Sandbox: sb, Home: root}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"strings"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/cli/opscli"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/policy"
@@ -110,7 +111,7 @@ func (c *common) load(env Env) (*policy.Engine, error) {
 		s.Sandbox = expandHome(c.sandbox, env)
 	}
 	s.Home = env.Getenv("HOME")
-	return policy.LoadDir(expandHome(dir, env), s)
+	return policy.LoadDir(expandHome(dir, env), s, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 }
 
 func expandHome(p string, env Env) string {

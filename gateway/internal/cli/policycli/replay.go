@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/replay"
@@ -141,7 +142,7 @@ func loadCandidate(dir, configPath string) (*policy.Engine, error) {
 	}
 	// Home stays unset, as in the gateway: ~ expands from $HOME.
 	s := ReplaySettings(cfg)
-	eng, err := policy.LoadDirRecorded(dir, s)
+	eng, err := policy.LoadDirRecorded(dir, s, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		return nil, fmt.Errorf("loading the candidate: %w", err)
 	}

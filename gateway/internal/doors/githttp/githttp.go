@@ -10,7 +10,7 @@
 // whose domain is in servers.git.allowed_domains; anything else is refused.
 // The agent never talks to the upstream and never sees a credential: the
 // door works in the git server's gateway-private mirror of the upstream
-// (servers/git.UpstreamMirror), which fetches and pushes with the gateway's
+// (gitmirror.UpstreamMirror), which fetches and pushes with the gateway's
 // credentials.
 //
 //   - Clone and fetch: info/refs?service=git-upload-pack is decided as a
@@ -54,9 +54,9 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/auth"
 	"ironcurtain.dev/gateway/internal/gate"
+	"ironcurtain.dev/gateway/internal/gitmirror"
 	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/servers"
-	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
@@ -125,9 +125,10 @@ type Gate interface {
 	Do(ctx context.Context, c gate.Call) gate.Result
 }
 
-// Mirrors gives the gateway-private mirror of an upstream (*servers/git.Server).
+// Mirrors gives the gateway-private mirror of an upstream
+// (*gitmirror.Mirrors, shared with the git server).
 type Mirrors interface {
-	UpstreamMirror(ctx context.Context, url string) (*gitsrv.UpstreamMirror, error)
+	UpstreamMirror(ctx context.Context, url string) (*gitmirror.UpstreamMirror, error)
 }
 
 // Allowlist says whether an upstream is served (*policy.Engine).

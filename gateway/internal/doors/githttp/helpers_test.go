@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/gate"
@@ -271,7 +272,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		eng = baseEngine(t, sandbox)
 	} else {
 		eng, err = policy.New(&policy.CompiledPolicy{Rules: rules}, nil, nil, policy.Settings{Sandbox: sandbox, Annotations: anns,
-			DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: o.secrets})
+			DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: o.secrets}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +288,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	cfg := o.cfg
 	cfg.UnsafeUpstreams = map[string]string{"github.com": up.srv.URL}
-	d, err := New(cfg, Deps{Gate: hub, Auth: tokenAuth{}, Mirrors: gs, Allow: eng, Audit: e.sink, Secrets: eng,
+	d, err := New(cfg, Deps{Gate: hub, Auth: tokenAuth{}, Mirrors: gs.Mirrors(), Allow: eng, Audit: e.sink, Secrets: eng,
 		Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +403,7 @@ func baseEngine(t testing.TB, sandbox string) *policy.Engine {
 		t.Fatal(err)
 	}
 	eng, err := policy.New(cp, ann, lists, policy.Settings{Sandbox: sandbox, ConfinedServers: policy.BuiltinConfinedServers(),
-		DomainAllowlists: map[string][]string{"git": {"github.com"}}})
+		DomainAllowlists: map[string][]string{"git": {"github.com"}}}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatal(err)
 	}

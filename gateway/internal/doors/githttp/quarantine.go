@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/internal/gitmirror"
 	"ironcurtain.dev/gateway/internal/gitwire"
-	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -98,7 +98,7 @@ const packHeaderLen = 12
 // header is checked first (signature, version, object count against
 // maxObjects), then git index-pack --strict --fix-thin reads the stream,
 // bounded by maxBytes and ctx.
-func receivePack(ctx context.Context, m *gitsrv.UpstreamMirror, r io.Reader, maxBytes int64, maxObjects int) (*quarantine, error) {
+func receivePack(ctx context.Context, m *gitmirror.UpstreamMirror, r io.Reader, maxBytes int64, maxObjects int) (*quarantine, error) {
 	var hdr [packHeaderLen]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		var mbe *http.MaxBytesError
@@ -316,7 +316,7 @@ func (e *classifyError) Error() string { return e.reason }
 // tip is an ancestor of the new one. New objects must exist (in the
 // quarantine or the mirror), be commits (tags: commits or tag objects) and
 // be connected to what the mirror has.
-func classify(ctx context.Context, m *gitsrv.UpstreamMirror, q *quarantine, cmds []gitwire.Command) ([]policy.RefUpdate, error) {
+func classify(ctx context.Context, m *gitmirror.UpstreamMirror, q *quarantine, cmds []gitwire.Command) ([]policy.RefUpdate, error) {
 	refs, err := mirrorRefs(ctx, m)
 	if err != nil {
 		return nil, err
@@ -398,7 +398,7 @@ func classify(ctx context.Context, m *gitsrv.UpstreamMirror, q *quarantine, cmds
 }
 
 // mirrorRefs lists the mirror's branches and tags.
-func mirrorRefs(ctx context.Context, m *gitsrv.UpstreamMirror) (map[string]string, error) {
+func mirrorRefs(ctx context.Context, m *gitmirror.UpstreamMirror) (map[string]string, error) {
 	out, err := gitexec.Run(ctx, m.LocalOptions(""), "for-each-ref", "--format=%(objectname) %(refname)", "--", "refs/heads/", "refs/tags/")
 	if err != nil {
 		return nil, fmt.Errorf("listing the mirror's refs: %w", err)

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/gate"
+	"ironcurtain.dev/gateway/internal/gitmirror"
 	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/servers"
-	gitsrv "ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/policy"
 	"ironcurtain.dev/gateway/secretscan"
@@ -64,7 +64,7 @@ type pushState struct {
 	req   gitwire.UpdateRequest
 	out   *syncBand
 	q     *quarantine
-	m     *gitsrv.UpstreamMirror
+	m     *gitmirror.UpstreamMirror
 	kinds []policy.RefUpdate
 	// secrets are what the push adds that looks like a secret (secrets.go);
 	// scan says how much was read, for the record.

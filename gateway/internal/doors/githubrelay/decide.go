@@ -14,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/policy"
 	"ironcurtain.dev/gateway/strictjson"
 )
 
@@ -179,7 +180,7 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 			h.refuse(w, r, sess, tool, RuleRequest, why, rec)
 			return
 		}
-		h.decideAndForward(r.Context(), w, r, sess, tool, args, rec, h.graphql, g.Forward)
+		h.decideAndForward(w, r, sess, tool, args, policy.DoorContent{}, rec, h.graphql, g.Forward)
 		return
 	}
 	for _, op := range g.Ops {
@@ -214,8 +215,8 @@ func (h *Handler) serveGraphQL(w http.ResponseWriter, r *http.Request, sess sess
 	if v, err := muts[0].Arguments[0].Value.Value(vars); err == nil {
 		input = v
 	}
-	ctx := h.withSecrets(r.Context(), "mutation input", input, g.Forward)
-	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.graphql, g.Forward)
+	dc := h.doorContent("mutation input", input, g.Forward)
+	h.decideAndForward(w, r, sess, tool, args, dc, rec, h.graphql, g.Forward)
 }
 
 func decodeVars(raw map[string]json.RawMessage) (map[string]any, error) {

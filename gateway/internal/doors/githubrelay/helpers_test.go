@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/gate"
@@ -297,7 +298,7 @@ func newEnvTimeout(t testing.TB, useBase bool, callTimeout time.Duration) *env {
 			anns = append(anns, tool.Annotation)
 		}
 		eng, err = policy.New(&policy.CompiledPolicy{Rules: []policy.CompiledRule{{Name: "allow-everything", Then: policy.Allow, Reason: "test"}}},
-			nil, nil, policy.Settings{Sandbox: t.TempDir(), Annotations: anns})
+			nil, nil, policy.Settings{Sandbox: t.TempDir(), Annotations: anns}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -373,7 +374,7 @@ func baseEngine(t testing.TB) *policy.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := policy.New(cp, ann, lists, policy.Settings{Sandbox: sandbox, ConfinedServers: policy.BuiltinConfinedServers()})
+	eng, err := policy.New(cp, ann, lists, policy.Settings{Sandbox: sandbox, ConfinedServers: policy.BuiltinConfinedServers()}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -244,11 +244,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ctx := r.Context()
+	var dc policy.DoorContent
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		ctx = h.withSecrets(ctx, "request body", sent, forward)
+		dc = h.doorContent("request body", sent, forward)
 	}
-	h.decideAndForward(ctx, w, r, sess, tool, args, rec, h.restURL(rt.Path, rt.Query), forward)
+	h.decideAndForward(w, r, sess, tool, args, dc, rec, h.restURL(rt.Path, rt.Query), forward)
 }
 
 // GitHub Enterprise's layout, which gh uses for a GH_HOST other than
@@ -299,12 +299,12 @@ func apiPath(r *http.Request, hosts []string) (string, bool) {
 }
 
 // decideAndForward runs one decision through the pipeline and, once it is
-// allowed, forwards the request and streams the answer back.
-// ctx is the request's, carrying any secrets found in what it sends
-// (withSecrets).
-func (h *Handler) decideAndForward(ctx context.Context, w http.ResponseWriter, r *http.Request, sess session.Session, tool string, args, rec map[string]any, target string, body []byte) {
+// allowed, forwards the request and streams the answer back. dc is what
+// the request sends beside args: its digest and any secrets found in it
+// (doorContent).
+func (h *Handler) decideAndForward(w http.ResponseWriter, r *http.Request, sess session.Session, tool string, args map[string]any, dc policy.DoorContent, rec map[string]any, target string, body []byte) {
 	fw := &forwarder{h: h, w: w, r: r, target: target, body: body, done: make(chan struct{})}
-	res := h.d.Gate.Do(ctx, gate.Call{Session: sess, Tool: tool, Args: args, Record: rec, Run: fw.run})
+	res := h.d.Gate.Do(r.Context(), gate.Call{Session: sess, Tool: tool, Args: args, Content: dc, Record: rec, Run: fw.run})
 	if res.Ran {
 		// The pipeline runs Run in its own goroutine and stops waiting for
 		// it at the call timeout or when the client goes; its context is

@@ -1,7 +1,6 @@
 package githubrelay
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
@@ -27,27 +26,28 @@ const maxScanStrings = 4096
 // than the relay scans.
 const KindUnscanned secretscan.Kind = "unscanned-request"
 
-// withSecrets scans what a write sends (every string of its JSON: titles,
+// doorContent scans what a write sends (every string of its JSON: titles,
 // bodies, comments; GraphQL mutation input after variables are applied) and
-// returns ctx carrying the findings for the call's one decision
-// (policy.WithDoorSecrets → structural-secret-egress). Reads are not
-// scanned. The texts themselves are not tool arguments (the record keeps
-// their length only), so the engine would not see them otherwise.
-func (h *Handler) withSecrets(ctx context.Context, subject string, v any, body []byte) context.Context {
+// returns it as the call's door content: the body's digest and the
+// findings, for the call's one decision (policy.Request.Door →
+// structural-secret-egress). Reads are not scanned. The texts themselves
+// are not tool arguments (the record keeps their length only), so the
+// engine would not see them otherwise.
+func (h *Handler) doorContent(subject string, v any, body []byte) policy.DoorContent {
 	// The body's digest binds the decision (and any escalation) to this
 	// body: a retry with the same arguments and another text is another
 	// call.
 	sum := sha256.Sum256(body)
-	ctx = policy.WithDoorContent(ctx, hex.EncodeToString(sum[:]))
+	dc := policy.DoorContent{Digest: hex.EncodeToString(sum[:]), Subject: subject}
 	if h.d.Secrets == nil {
-		return ctx
+		return dc
 	}
 	det := h.d.Secrets.SecretScanner().Detector()
 	if det == nil {
-		return ctx
+		return dc
 	}
-	hits := scanJSON(det, v)
-	return policy.WithDoorSecrets(ctx, subject, hits)
+	dc.Secrets = scanJSON(det, v)
+	return dc
 }
 
 // scanJSON scans every string of a decoded JSON value, keys included, each

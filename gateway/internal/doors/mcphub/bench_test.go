@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/servers"
@@ -68,7 +69,7 @@ func newBenchSetup(tb testing.TB, fsync bool) *benchSetup {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	eng, err := policy.New(cp, ann, nil, policy.Settings{Sandbox: sandbox, Home: root})
+	eng, err := policy.New(cp, ann, nil, policy.Settings{Sandbox: sandbox, Home: root}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		tb.Fatal(err)
 	}

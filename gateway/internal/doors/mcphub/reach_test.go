@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/escalation"
@@ -83,7 +84,7 @@ func TestEscalationOnlyForCallsThatCanRun(t *testing.T) {
 			}
 			t.Cleanup(func() { fs.Close() })
 			eng, err := policy.LoadDir(dir, policy.Settings{Sandbox: sandbox, Home: root, ReadOnlyDirs: []string{ro},
-				ConfinedServers: policy.BuiltinConfinedServers(), Annotations: annotationsOf(fs)})
+				ConfinedServers: policy.BuiltinConfinedServers(), Annotations: annotationsOf(fs)}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 			if err != nil {
 				t.Fatal(err)
 			}

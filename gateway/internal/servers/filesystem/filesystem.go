@@ -166,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.tools = toolargs.NewSet(ServerName, s, toolDefs, s.fail)
-	if s.ws, err = newWorkspaces(cfg.WorkspaceRoot, real); err != nil {
+	if s.ws, err = s.newWorkspaces(cfg.WorkspaceRoot, real); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func New(cfg Config) (*Server, error) {
 
 // Close releases the sandbox's and the read-only directories' handles.
 func (s *Server) Close() error {
-	err := errors.Join(s.root.Close(), s.ws.closeAll())
+	err := errors.Join(s.root.Close(), closeWorkspaces(s.ws))
 	for _, a := range s.ro {
 		err = errors.Join(err, a.root.Close())
 	}

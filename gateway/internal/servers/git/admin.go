@@ -103,7 +103,7 @@ func (s *Server) remote(ctx context.Context, c *toolargs.Args) (servers.Result, 
 		for _, l := range strings.Fields(string(push.Stdout)) {
 			sb.WriteString("push: " + l + "\n")
 		}
-		return servers.Text(cleanText(strings.TrimSuffix(sb.String(), "\n"))), nil
+		return servers.Text(gitexec.CleanText(strings.TrimSuffix(sb.String(), "\n"))), nil
 	}
 }
 

@@ -539,7 +539,7 @@ func TestMirrorTransferIgnoresWorkspaceConfig(t *testing.T) {
 	repo := filepath.Join(g.sandbox, "clone")
 	mustOK(t, g.call("clone", map[string]any{"url": bare, "path": repo}))
 	r := &repoHandle{repo: mustFindRepo(t, repo, g.sandbox), dir: repo}
-	rawGit(t, repo, "config", "url."+decoy+".insteadOf", g.srv.mirrorFor(r.repo.CommonDir))
+	rawGit(t, repo, "config", "url."+decoy+".insteadOf", g.srv.mirrors.For(r.repo.CommonDir))
 	writeFile(t, filepath.Join(seed, "more"), "more\n")
 	rawGit(t, seed, "add", "more")
 	rawGit(t, seed, "commit", "-q", "-m", "more")

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"ironcurtain.dev/gateway/gitexec"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
@@ -185,7 +186,7 @@ func (s *Server) checkout(ctx context.Context, c *toolargs.Args) (servers.Result
 	if out == "" {
 		out = "done"
 	}
-	return servers.Text(s.redact(cleanText(out))), nil
+	return servers.Text(s.redact(gitexec.CleanText(out))), nil
 }
 
 // sequencerOp handles the continue/abort/skip forms shared by merge,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/policy"
 )
@@ -27,7 +28,7 @@ func newEngine(t *testing.T, g *genv, allow []string) *policy.Engine {
 	// naming 127.0.0.1 is structural-special-host).
 	e, err := policy.New(rules, nil, nil, policy.Settings{Sandbox: g.sandbox, Annotations: anns,
 		DomainAllowlists:     map[string][]string{"git": allow},
-		UnsafeAllowAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+		UnsafeAllowAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatalf("the engine refuses the server's annotations: %v", err)
 	}

@@ -117,7 +117,7 @@ func policyMessage(err error) string {
 
 // gitMessage is git's stderr, cleaned for display.
 func gitMessage(ge *gitexec.Error) string {
-	msg := strings.TrimSpace(cleanText(ge.Stderr))
+	msg := strings.TrimSpace(gitexec.CleanText(ge.Stderr))
 	if msg == "" {
 		return fmt.Sprintf("exit status %d", ge.ExitCode)
 	}
@@ -136,46 +136,6 @@ func verb(args []string) string {
 	return ""
 }
 
-// cleanText drops control characters other than newline and tab, so that
-// git output cannot carry terminal escapes to whoever reads it.
-func cleanText(s string) string {
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\r':
-			b.WriteByte('\n')
-		case (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f:
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
 // redact removes gateway-private paths and the token from text shown to
 // the agent or logged.
-func (s *Server) redact(text string) string {
-	if s.mirrorDir != "" {
-		text = strings.ReplaceAll(text, s.mirrorDir, "<gateway-mirror>")
-	}
-	for _, p := range []string{s.creds.TokenFile, s.creds.SSHKeyFile, s.creds.SSHKnownHostsFile} {
-		if p != "" {
-			text = strings.ReplaceAll(text, p, "<gateway-secret>")
-		}
-	}
-	if tok := s.currentToken(); tok != "" {
-		text = strings.ReplaceAll(text, tok, "<redacted>")
-	}
-	return text
-}
+func (s *Server) redact(text string) string { return s.mirrors.Redact(text) }

@@ -56,10 +56,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/gitmirror"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/internal/session"
@@ -135,36 +136,15 @@ type Config struct {
 	UnsafeTestCAFile string
 }
 
-// Credentials are the gateway's secrets for git remotes.
-type Credentials struct {
-	// TokenFile holds an HTTPS token (GITHUB_TOKEN). It is read by the
-	// credential helper at each use, never by the server into memory except
-	// to redact it from output.
-	TokenFile string
-	// Token is the token itself, for a gateway that receives it in its
-	// environment: New writes it to a 0600 file in MirrorDir and uses that
-	// as TokenFile. Set at most one of Token and TokenFile.
-	Token string
-	// TokenUser is the user name sent with the token (default
-	// "x-access-token").
-	TokenUser string
-	// TokenHosts are the hosts (host or host:port, as git reports them) the
-	// token is given to. Default github.com.
-	TokenHosts []string
-	// SSHKeyFile is the private key for ssh remotes.
-	SSHKeyFile string
-	// SSHKnownHostsFile pins the ssh host keys; without it every ssh remote
-	// fails host key checking.
-	SSHKnownHostsFile string
-}
+// Credentials are the gateway's secrets for git remotes (used in the
+// mirrors only).
+type Credentials = gitmirror.Credentials
 
 // Server is the git tool server. It is safe for concurrent use.
 type Server struct {
 	sink       audit.Sink
 	sandbox    string
-	mirrorDir  string
-	creds      Credentials
-	helperPath string // credential helper script, "" without a token
+	mirrors    *gitmirror.Mirrors // the mirrors network operations run in, shared with workspaces' servers
 	push       *policy.PushChecker
 	authorName string
 	authorMail string
@@ -177,12 +157,9 @@ type Server struct {
 
 	unsafeLocal   bool
 	unsafeUnbound bool
-	unsafeTestCA  string
 	tools         *toolargs.Set
 	ws            *workspaces // per-session sandboxes; nil in a session's server (workspaces.go)
 	scanCache     scanCache
-	mirrorLocksMu sync.Mutex
-	mirrorLocks   map[string]*sync.Mutex
 }
 
 var _ servers.Server = (*Server)(nil)
@@ -215,8 +192,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		sink:          cfg.Sink,
 		sandbox:       sandbox,
-		mirrorDir:     mirrorDir,
-		creds:         cfg.Credentials,
 		push:          cfg.PushChecker,
 		authorName:    cfg.AuthorName,
 		authorMail:    cfg.AuthorEmail,
@@ -228,11 +203,9 @@ func New(cfg Config) (*Server, error) {
 		log:           cfg.Logger,
 		unsafeLocal:   cfg.UnsafeAllowLocalRemotes,
 		unsafeUnbound: cfg.UnsafeSkipApprovalBinding,
-		unsafeTestCA:  cfg.UnsafeTestCAFile,
-		mirrorLocks:   map[string]*sync.Mutex{},
 	}
 	if s.push == nil {
-		s.push, err = policy.NewPushChecker(sandbox, cfg.ProtectedBranches, nil)
+		s.push, err = policy.NewPushChecker(sandbox, cfg.ProtectedBranches, gitremote.New(gitremote.Options{}))
 		if err != nil {
 			return nil, fmt.Errorf("configuring git server: ProtectedBranches: %w", err)
 		}
@@ -261,11 +234,14 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if err := s.setupCredentials(); err != nil {
+	s.mirrors, err = gitmirror.New(gitmirror.Config{Dir: mirrorDir, Sandbox: sandbox, Credentials: cfg.Credentials,
+		Timeout: s.timeout, NetworkTimeout: s.netTimeout, MaxOutput: s.maxOutput, Git: s.git,
+		UnsafeAllowLocal: s.unsafeLocal, UnsafeTestCAFile: cfg.UnsafeTestCAFile})
+	if err != nil {
 		return nil, err
 	}
 	s.tools = toolargs.NewSet(ServerName, s, toolDefs, s.fail)
-	if s.ws, err = newWorkspaces(cfg.WorkspaceRoot, sandbox, mirrorDir); err != nil {
+	if s.ws, err = s.newWorkspaces(cfg.WorkspaceRoot, sandbox, mirrorDir); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -294,6 +270,10 @@ func checkIdentity(name, mail string) error {
 	}
 	return nil
 }
+
+// Mirrors returns the mirrors the server's network operations run in; the
+// git smart HTTP door serves and pushes through the same ones.
+func (s *Server) Mirrors() *gitmirror.Mirrors { return s.mirrors }
 
 // Name returns "git".
 func (s *Server) Name() string { return ServerName }

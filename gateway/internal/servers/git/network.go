@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/internal/gitmirror"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
-	"ironcurtain.dev/gateway/policy"
 )
 
 // fetchSource is where a fetch, pull or clone reads from.
@@ -23,7 +23,7 @@ type fetchSource struct {
 
 // resolveFetchSource resolves the remote argument: a URL, a remote name or
 // "" for the default remote (branch.<current>.remote, then origin). Named
-// remotes are resolved by the policy package's resolver (strict URL
+// remotes are resolved by the push checker's resolver (strict URL
 // parsing, executable config refused, legacy remote files refused).
 func (s *Server) resolveFetchSource(ctx context.Context, r *repoHandle, remote string) (fetchSource, error) {
 	if remote != "" && !isRemoteName(remote) {
@@ -33,7 +33,7 @@ func (s *Server) resolveFetchSource(ctx context.Context, r *repoHandle, remote s
 		}
 		return fetchSource{urls: []remoteURL{u}}, nil
 	}
-	res, err := policy.ResolveFetchRemote(ctx, r.dir, s.sandbox, remote)
+	res, err := s.push.Resolver.Resolve(ctx, r.dir, s.sandbox, remote, false)
 	if err != nil {
 		if s.unsafeLocal {
 			if src, lerr := s.resolveLocalRemote(ctx, r, remote); lerr == nil {
@@ -146,9 +146,9 @@ func (s *Server) intoMirror(ctx context.Context, mirror string, u remoteURL, bra
 	if tags {
 		args = append(args, "+refs/tags/*:"+ns+"/tags/*")
 	}
-	o := s.mirrorOptions(mirror)
+	o := s.mirrors.Options(mirror)
 	if u.local {
-		o = localTransfer(o, u.url)
+		o = gitmirror.LocalTransfer(o, u.url)
 	}
 	err := s.networkOp(ctx, "fetch", u, func() error {
 		_, err := gitexec.Run(ctx, o, args...)
@@ -183,7 +183,7 @@ func (s *Server) fromMirror(ctx context.Context, r *repoHandle, mirror, ns strin
 	if branch != "" {
 		b = branch
 	}
-	o := localTransfer(s.mirrorOptions(mirror), r.repo.WorkTree, r.repo.GitDir, r.repo.CommonDir)
+	o := gitmirror.LocalTransfer(s.mirrors.Options(mirror), r.repo.WorkTree, r.repo.GitDir, r.repo.CommonDir)
 	o.Timeout = s.netTimeout
 	args := []string{"push", "--porcelain", "--no-verify", "--recurse-submodules=no"}
 	if prune && src.name != "" {
@@ -222,7 +222,7 @@ func (s *Server) fromMirror(ctx context.Context, r *repoHandle, mirror, ns strin
 // origin/main").
 func transferReport(porcelain, ns string, src fetchSource) string {
 	var lines []string
-	for _, l := range strings.Split(cleanText(porcelain), "\n") {
+	for _, l := range strings.Split(gitexec.CleanText(porcelain), "\n") {
 		parts := strings.Split(l, "\t")
 		if len(parts) < 3 {
 			continue
@@ -250,10 +250,10 @@ func transferReport(porcelain, ns string, src fetchSource) string {
 
 // fetchRefs runs the whole fetch: remote → mirror → workspace.
 func (s *Server) fetchRefs(ctx context.Context, r *repoHandle, src fetchSource, branch string, tags, prune bool) (string, error) {
-	mirror := s.mirrorFor(r.repo.CommonDir)
-	unlock := s.lockMirror(mirror)
+	mirror := s.mirrors.For(r.repo.CommonDir)
+	unlock := s.mirrors.Lock(mirror)
 	defer unlock()
-	if err := s.ensureMirror(ctx, mirror); err != nil {
+	if err := s.mirrors.Ensure(ctx, mirror); err != nil {
 		return "", err
 	}
 	ns, err := s.intoMirror(ctx, mirror, src.urls[0], branch, tags)
@@ -342,7 +342,7 @@ func (s *Server) pull(ctx context.Context, c *toolargs.Args) (servers.Result, er
 	if err != nil {
 		return servers.Result{}, gitFailure("git pull failed after fetching", res, err)
 	}
-	out := strings.TrimSpace(report + "\n" + cleanText(string(res.Stdout)+string(res.Stderr)))
+	out := strings.TrimSpace(report + "\n" + gitexec.CleanText(string(res.Stdout)+string(res.Stderr)))
 	return servers.Text(s.redact(out)), nil
 }
 
@@ -409,10 +409,10 @@ func (s *Server) clone(ctx context.Context, c *toolargs.Args) (servers.Result, e
 
 func (s *Server) cloneInto(ctx context.Context, dir string, u remoteURL, branch string) (servers.Result, error) {
 	gitDir := filepath.Join(dir, ".git")
-	mirror := s.mirrorFor(gitDir)
-	unlock := s.lockMirror(mirror)
+	mirror := s.mirrors.For(gitDir)
+	unlock := s.mirrors.Lock(mirror)
 	defer unlock()
-	if err := s.ensureMirror(ctx, mirror); err != nil {
+	if err := s.mirrors.Ensure(ctx, mirror); err != nil {
 		return servers.Result{}, err
 	}
 	if branch == "" {
@@ -458,9 +458,9 @@ func (s *Server) cloneInto(ctx context.Context, dir string, u remoteURL, branch 
 // remoteHead asks the remote for its default branch ("" for an empty
 // repository).
 func (s *Server) remoteHead(ctx context.Context, mirror string, u remoteURL) (string, error) {
-	o := s.mirrorOptions(mirror)
+	o := s.mirrors.Options(mirror)
 	if u.local {
-		o = localTransfer(o, u.url)
+		o = gitmirror.LocalTransfer(o, u.url)
 	}
 	var out gitexec.Result
 	err := s.networkOp(ctx, "ls-remote", u, func() error {

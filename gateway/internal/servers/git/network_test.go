@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"ironcurtain.dev/gateway/internal/gitmirror"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/policy"
 )
@@ -411,7 +412,7 @@ func TestFetchPullCloneOverHTTPS(t *testing.T) {
 // gets nothing, and never sees the token.
 func TestTokenOnlyForListedHosts(t *testing.T) {
 	e := newHTTPSEnv(t, func(c *Config) { c.UnsafeSkipApprovalBinding = true })
-	helper := filepath.Join(e.mirror, credentialHelperName)
+	helper := filepath.Join(e.mirror, gitmirror.CredentialHelperName)
 	ask := func(input string) string {
 		cmd := exec.Command(helper, "get")
 		cmd.Stdin = strings.NewReader(input)
@@ -577,18 +578,18 @@ func TestLocalRemotes(t *testing.T) {
 func TestTokenFromValue(t *testing.T) {
 	tok := newToken(t)
 	g := newGenv(t, func(c *Config) { c.Credentials = Credentials{Token: tok} })
-	f := filepath.Join(g.mirror, tokenFileName)
+	f := filepath.Join(g.mirror, gitmirror.TokenFileName)
 	fi, err := os.Stat(f)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file %v, %v", fi, err)
 	}
-	cmd := exec.Command(filepath.Join(g.mirror, credentialHelperName), "get")
+	cmd := exec.Command(filepath.Join(g.mirror, gitmirror.CredentialHelperName), "get")
 	cmd.Stdin = strings.NewReader("protocol=https\nhost=github.com\n\n")
 	out, err := cmd.Output()
 	if err != nil || !strings.Contains(string(out), "password="+tok) {
 		t.Fatalf("helper: %q, %v", out, err)
 	}
-	if g.srv.creds.Token != "" {
+	if g.srv.mirrors.Credentials().Token != "" {
 		t.Fatal("the server keeps the token value in its config")
 	}
 	if _, err := New(Config{Sandbox: g.sandbox, MirrorDir: g.mirror, Credentials: Credentials{Token: tok, TokenFile: f}}); err == nil {

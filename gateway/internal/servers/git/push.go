@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/internal/gitmirror"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/toolargs"
 	"ironcurtain.dev/gateway/policy"
@@ -63,10 +64,10 @@ func (s *Server) pushTool(ctx context.Context, c *toolargs.Args) (servers.Result
 		return servers.Result{}, refuse("nothing to push")
 	}
 
-	mirror := s.mirrorFor(r.repo.CommonDir)
-	unlock := s.lockMirror(mirror)
+	mirror := s.mirrors.For(r.repo.CommonDir)
+	unlock := s.mirrors.Lock(mirror)
 	defer unlock()
-	if err := s.ensureMirror(ctx, mirror); err != nil {
+	if err := s.mirrors.Ensure(ctx, mirror); err != nil {
 		return servers.Result{}, err
 	}
 	if err := s.stageInMirror(ctx, r, mirror, items, plan.Tags); err != nil {
@@ -179,7 +180,7 @@ func (s *Server) concreteRefspecs(ctx context.Context, r *repoHandle, in policy.
 // into the mirror under pushNS. The workspace is read by upload-pack with
 // the hardened configuration; its hooks and programs never run.
 func (s *Server) stageInMirror(ctx context.Context, r *repoHandle, mirror string, items []pushItem, tags bool) error {
-	o := s.mirrorOptions(mirror)
+	o := s.mirrors.Options(mirror)
 	o.Timeout = s.timeout
 	// Forget what earlier pushes staged.
 	out, err := gitexec.Run(ctx, o, "for-each-ref", "--format=delete %(refname)", "--", pushNS, pushTagNS)
@@ -200,7 +201,7 @@ func (s *Server) stageInMirror(ctx context.Context, r *repoHandle, mirror string
 	if tags {
 		args = append(args, "+refs/tags/*:"+pushTagNS+"*")
 	}
-	fo := localTransfer(o, r.repo.WorkTree, r.repo.GitDir, r.repo.CommonDir)
+	fo := gitmirror.LocalTransfer(o, r.repo.WorkTree, r.repo.GitDir, r.repo.CommonDir)
 	fo.Config = append(fo.Config, "uploadpack.allowAnySHA1InWant=true")
 	if _, err := gitexec.Run(ctx, fo, args...); err != nil {
 		return &toolError{msg: "copying the commits to the gateway mirror failed", err: err}
@@ -221,10 +222,10 @@ func (s *Server) pushFromMirror(ctx context.Context, mirror, url string, items [
 	var res gitexec.Result
 	err := s.networkOp(ctx, "push", remoteURL{url: url}, func() error {
 		var err error
-		res, err = gitexec.Run(ctx, s.mirrorOptions(mirror), args...)
+		res, err = gitexec.Run(ctx, s.mirrors.Options(mirror), args...)
 		return err
 	})
-	report := cleanText(string(res.Stdout))
+	report := gitexec.CleanText(string(res.Stdout))
 	for i, it := range items {
 		report = strings.ReplaceAll(report, pushNS+strconv.Itoa(i)+":", it.src+":")
 	}

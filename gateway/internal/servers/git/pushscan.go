@@ -45,10 +45,10 @@ func (s *Server) InspectPush(ctx context.Context, det *secretscan.Detector, repo
 	if err != nil {
 		return policy.PushInspection{}, err
 	}
-	mirror := s.mirrorFor(r.repo.CommonDir)
-	unlock := s.lockMirror(mirror)
+	mirror := s.mirrors.For(r.repo.CommonDir)
+	unlock := s.mirrors.Lock(mirror)
 	defer unlock()
-	if err := s.ensureMirror(ctx, mirror); err != nil {
+	if err := s.mirrors.Ensure(ctx, mirror); err != nil {
 		return policy.PushInspection{}, err
 	}
 	if err := s.stageInMirror(ctx, r, mirror, items, plan.Tags); err != nil {
@@ -70,7 +70,7 @@ func (s *Server) InspectPush(ctx context.Context, det *secretscan.Detector, repo
 	for _, u := range plan.URLs {
 		exclude = append(exclude, "--glob="+fetchNamespace(u.URL())+"/*")
 	}
-	o := s.mirrorOptions(mirror)
+	o := s.mirrors.Options(mirror)
 	o.Timeout = s.timeout
 	lim := gitscan.Limits{MaxBytes: s.maxScan}
 	rep, err := gitscan.Scan(ctx, o, det, tips, exclude, lim)
@@ -121,7 +121,7 @@ func (s *Server) stagedObjects(ctx context.Context, mirror string, items []pushI
 	if !tags {
 		return out, nil
 	}
-	o := s.mirrorOptions(mirror)
+	o := s.mirrors.Options(mirror)
 	o.Timeout = s.timeout
 	res, err := gitexec.Run(ctx, o, "for-each-ref", "--format=%(objectname) %(refname)", "--", pushTagNS)
 	if err != nil {
@@ -175,7 +175,7 @@ func bindInspected(approved *policy.PushPlan, staged map[string]string) error {
 // scan then reads them again.
 func (s *Server) notePushed(ctx context.Context, mirror, url string, items []pushItem) {
 	ns := fetchNamespace(url)
-	o := s.mirrorOptions(mirror)
+	o := s.mirrors.Options(mirror)
 	o.Timeout = s.timeout
 	for _, it := range items {
 		b, ok := strings.CutPrefix(it.dst, "refs/heads/")

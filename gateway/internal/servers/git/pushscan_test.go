@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/policy"
 	"ironcurtain.dev/gateway/secretscan"
@@ -29,7 +30,7 @@ func secretEngine(t *testing.T, g *genv, scan policy.SecretScan) *policy.Engine 
 	rules := &policy.CompiledPolicy{Rules: []policy.CompiledRule{{Name: "allow-everything", Then: policy.Allow, Reason: "test"}}}
 	e, err := policy.New(rules, nil, nil, policy.Settings{Sandbox: g.sandbox, Annotations: anns,
 		DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: scan,
-		UnsafeAllowAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}) // the test's git server is on loopback
+		UnsafeAllowAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{}))) // the test's git server is on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestPushToolSecretScanFailsClosed(t *testing.T) {
 	rules := &policy.CompiledPolicy{Rules: []policy.CompiledRule{{Name: "allow-everything", Then: policy.Allow, Reason: "test"}}}
 	broken, err := policy.New(rules, nil, nil, policy.Settings{Sandbox: e.genv.sandbox, Annotations: anns,
 		DomainAllowlists: map[string][]string{"git": {"github.com"}}, Secrets: policy.SecretScan{PushInspector: failingInspector{}},
-		UnsafeAllowAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+		UnsafeAllowAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, policy.WithRemoteResolver(gitremote.New(gitremote.Options{})))
 	if err != nil {
 		t.Fatal(err)
 	}

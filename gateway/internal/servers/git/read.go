@@ -17,7 +17,7 @@ var diffSafety = []string{"--no-ext-diff", "--no-textconv", "--no-color"}
 
 // textResult renders a command's stdout (or a placeholder when empty).
 func textResult(out []byte, empty string) servers.Result {
-	s := cleanText(string(out))
+	s := gitexec.CleanText(string(out))
 	if strings.TrimSpace(s) == "" {
 		s = empty
 	}

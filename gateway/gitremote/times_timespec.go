@@ -1,6 +1,6 @@
 //go:build darwin || freebsd || netbsd
 
-package policy
+package gitremote
 
 import "syscall"
 

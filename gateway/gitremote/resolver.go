@@ -1,4 +1,9 @@
-package policy
+// Package gitremote resolves the named remotes of repositories inside a
+// sandbox for the policy engine (policy.RemoteResolver) and the git server:
+// it reads a repository's config natively (gitexec.NativeConfig) and falls
+// back to hardened git when unsure. It links os/exec through gitexec, which
+// is why it lives outside the pure policy package.
+package gitremote
 
 import (
 	"bytes"
@@ -7,16 +12,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/gitref"
+	"ironcurtain.dev/gateway/policy"
 )
 
-// DefaultGitTimeout bounds each git run made to resolve a remote.
-const DefaultGitTimeout = 5 * time.Second
+// DefaultTimeout bounds each git run made to resolve a remote.
+const DefaultTimeout = 5 * time.Second
 
 // Resolution cache parameters. An entry is reused only while every file it
 // depends on has the same inode, size, mtime and ctime; entries whose files
@@ -28,33 +36,38 @@ const (
 	racyWindow       = 2 * time.Second
 )
 
-// ErrRemote is wrapped by every remote resolution failure.
-var ErrRemote = errors.New("cannot resolve git remote")
-
-// RemoteResolution is what a repository says about one remote.
-type RemoteResolution struct {
-	Repo gitexec.Repo
-	// Remote is the remote's name ("" when the caller gave a URL).
-	Remote string
-	// URLs are the push URLs (for a push) or fetch URLs, parsed; every one
-	// must pass policy.
-	URLs []GitRemote
-	// PushRefspecs are the remote's configured remote.<name>.push values.
-	PushRefspecs []string
-	// Mirror is remote.<name>.mirror.
-	Mirror bool
-	// Branch is the current branch's short name ("" when HEAD is detached).
-	Branch string
+// Options configure a Resolver. The zero value is what a deployment uses.
+type Options struct {
+	// Timeout bounds each git run (DefaultTimeout when zero).
+	Timeout time.Duration
+	// NoCache resolves every time (benchmarks and tests of the cold path).
+	NoCache bool
+	// NoNative always reads the config by running git, the fallback
+	// (benchmarks and tests comparing both readers).
+	NoNative bool
+	// Now is the clock the cache's racy window is measured with (time.Now
+	// when nil).
+	Now func() time.Time
 }
 
-// GitResolver resolves named remotes of repositories inside a sandbox,
+// Stats count what a Resolver did (benchmarks report them).
+type Stats struct {
+	// Lstats are the fingerprint lstats of cache lookups.
+	Lstats int64
+	// Native and Fallback count the cold resolutions whose config was read
+	// by gitexec.NativeConfig and by running git.
+	Native, Fallback int64
+}
+
+// Resolver resolves named remotes of repositories inside a sandbox,
 // refusing repositories whose config defines executable settings. It reads
 // the repository's config natively (gitexec.NativeConfig) and computes the
 // remote's URLs as `git remote get-url` would (gitexec.RemoteURLs); whenever
 // the native reader is unsure it runs hardened git instead (no shell, a
 // timeout, system and global config off). It caches results keyed by the
-// files they depend on. It is safe for concurrent use.
-type GitResolver struct {
+// files they depend on. It is safe for concurrent use. Every failure wraps
+// policy.policy.ErrRemote.
+type Resolver struct {
 	timeout  time.Duration
 	run      func(ctx context.Context, o gitexec.Options, args ...string) (gitexec.Result, error)
 	now      func() time.Time
@@ -69,32 +82,23 @@ type GitResolver struct {
 	cache map[resolveKey]*resolveEntry
 }
 
-// NewGitResolver returns a resolver whose git runs time out after timeout
-// (DefaultGitTimeout when zero).
-func NewGitResolver(timeout time.Duration) *GitResolver {
-	if timeout <= 0 {
-		timeout = DefaultGitTimeout
+var _ policy.RemoteResolver = (*Resolver)(nil)
+
+// New returns a resolver configured by o.
+func New(o Options) *Resolver {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
 	}
-	return &GitResolver{timeout: timeout, run: gitexec.Run, now: time.Now, cache: map[resolveKey]*resolveEntry{}}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Resolver{timeout: o.Timeout, run: gitexec.Run, now: o.Now, noCache: o.NoCache, noNative: o.NoNative,
+		cache: map[resolveKey]*resolveEntry{}}
 }
 
-var defaultResolver = NewGitResolver(DefaultGitTimeout)
-
-// ResolvePushRemote returns where a push to the named remote from the
-// repository at repoDir goes: `git remote get-url --push --all` (pushurl and
-// pushInsteadOf included), every URL parsed strictly. name "" selects the
-// default push remote the way git does (branch.<b>.pushRemote,
-// remote.pushDefault, branch.<b>.remote, then origin). repoDir and sandbox
-// must be canonical; the repository must lie inside sandbox.
-func ResolvePushRemote(ctx context.Context, repoDir, sandbox, name string) (RemoteResolution, error) {
-	return defaultResolver.Resolve(ctx, repoDir, sandbox, name, true)
-}
-
-// ResolveFetchRemote is ResolvePushRemote for fetch and pull: the remote's
-// fetch URLs (`git remote get-url --all`); name "" selects branch.<b>.remote,
-// then origin.
-func ResolveFetchRemote(ctx context.Context, repoDir, sandbox, name string) (RemoteResolution, error) {
-	return defaultResolver.Resolve(ctx, repoDir, sandbox, name, false)
+// Stats returns the counters so far.
+func (g *Resolver) Stats() Stats {
+	return Stats{Lstats: g.stats.Load(), Native: g.native.Load(), Fallback: g.fallback.Load()}
 }
 
 type resolveKey struct {
@@ -104,30 +108,30 @@ type resolveKey struct {
 }
 
 type resolveEntry struct {
-	res   RemoteResolution
+	res   policy.RemoteResolution
 	files []string
 	fps   []fingerprint
 }
 
 // Resolve resolves name (a remote name, or "" for the default) in the
 // repository containing repoDir.
-func (g *GitResolver) Resolve(ctx context.Context, repoDir, sandbox, name string, push bool) (RemoteResolution, error) {
+func (g *Resolver) Resolve(ctx context.Context, repoDir, sandbox, name string, push bool) (policy.RemoteResolution, error) {
 	return g.lookup(ctx, repoDir, sandbox, name, push, false)
 }
 
 // Inspect checks the repository containing repoDir (inside sandbox, no
 // executable config, a safe git directory) and reads its current branch,
 // without resolving any remote: for a push to an explicit URL.
-func (g *GitResolver) Inspect(ctx context.Context, repoDir, sandbox string) (RemoteResolution, error) {
+func (g *Resolver) Inspect(ctx context.Context, repoDir, sandbox string) (policy.RemoteResolution, error) {
 	return g.lookup(ctx, repoDir, sandbox, "", true, true)
 }
 
-func (g *GitResolver) lookup(ctx context.Context, repoDir, sandbox, name string, push, inspectOnly bool) (RemoteResolution, error) {
-	if name != "" && !isRemoteName(name) {
-		return RemoteResolution{}, fmt.Errorf("%w: %s is not a remote name", ErrRemote, quoteShort(name))
+func (g *Resolver) lookup(ctx context.Context, repoDir, sandbox, name string, push, inspectOnly bool) (policy.RemoteResolution, error) {
+	if name != "" && !gitref.IsRemoteName(name) {
+		return policy.RemoteResolution{}, fmt.Errorf("%w: %s is not a remote name", policy.ErrRemote, gitref.Quote(name))
 	}
 	if sandbox == "" {
-		return RemoteResolution{}, fmt.Errorf("%w: no sandbox is configured", ErrRemote)
+		return policy.RemoteResolution{}, fmt.Errorf("%w: no sandbox is configured", policy.ErrRemote)
 	}
 	key := resolveKey{repoDir: repoDir, sandbox: sandbox, name: name, push: push, inspectOnly: inspectOnly}
 	if res, ok := g.cached(key); ok {
@@ -136,19 +140,19 @@ func (g *GitResolver) lookup(ctx context.Context, repoDir, sandbox, name string,
 	start := g.now()
 	repo, err := gitexec.FindRepo(repoDir, sandbox)
 	if err != nil {
-		return RemoteResolution{}, fmt.Errorf("%w: %w", ErrRemote, err)
+		return policy.RemoteResolution{}, fmt.Errorf("%w: %w", policy.ErrRemote, err)
 	}
 	if !repo.Within(sandbox) {
-		return RemoteResolution{}, fmt.Errorf("%w: the repository's git directory is outside the sandbox", ErrRemote)
+		return policy.RemoteResolution{}, fmt.Errorf("%w: the repository's git directory is outside the sandbox", policy.ErrRemote)
 	}
 	// The same refusal as the git server: no symlinks, alternates or
 	// special files in the git directories (git would read through them).
 	if err := gitexec.CheckGitDir(repo); err != nil {
-		return RemoteResolution{}, fmt.Errorf("%w: %w", ErrRemote, err)
+		return policy.RemoteResolution{}, fmt.Errorf("%w: %w", policy.ErrRemote, err)
 	}
 	res, files, err := g.resolve(ctx, repo, name, push, inspectOnly)
 	if err != nil {
-		return RemoteResolution{}, err
+		return policy.RemoteResolution{}, err
 	}
 	// The result also depends on which repository repoDir belongs to: the
 	// .git entries from repoDir up to the work tree and the commondir link.
@@ -168,31 +172,31 @@ func (g *GitResolver) lookup(ctx context.Context, repoDir, sandbox, name string,
 func dedupe(s []string) []string {
 	out := s[:0]
 	for i, v := range s {
-		if !contains(s[:i], v) {
+		if !slices.Contains(s[:i], v) {
 			out = append(out, v)
 		}
 	}
 	return out
 }
 
-func (g *GitResolver) cached(key resolveKey) (RemoteResolution, bool) {
+func (g *Resolver) cached(key resolveKey) (policy.RemoteResolution, bool) {
 	g.mu.Lock()
 	e := g.cache[key]
 	g.mu.Unlock()
 	if e == nil {
-		return RemoteResolution{}, false
+		return policy.RemoteResolution{}, false
 	}
 	for i, f := range e.files {
 		g.stats.Add(1)
 		fp, ok := statFingerprint(f)
 		if !ok || fp != e.fps[i] {
-			return RemoteResolution{}, false
+			return policy.RemoteResolution{}, false
 		}
 	}
 	return e.res, true
 }
 
-func (g *GitResolver) store(key resolveKey, res RemoteResolution, files []string, start time.Time) {
+func (g *Resolver) store(key resolveKey, res policy.RemoteResolution, files []string, start time.Time) {
 	fps := make([]fingerprint, len(files))
 	limit := start.Add(-racyWindow).UnixNano()
 	for i, f := range files {
@@ -214,10 +218,10 @@ func (g *GitResolver) store(key resolveKey, res RemoteResolution, files []string
 }
 
 // resolve does the work and returns the files the result depends on.
-func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name string, push, inspectOnly bool) (RemoteResolution, []string, error) {
+func (g *Resolver) resolve(ctx context.Context, repo gitexec.Repo, name string, push, inspectOnly bool) (policy.RemoteResolution, []string, error) {
 	o := repo.Options()
 	o.Timeout = g.timeout
-	res := RemoteResolution{Repo: repo}
+	res := policy.RemoteResolution{}
 	files := []string{filepath.Join(repo.GitDir, "HEAD"), filepath.Join(repo.CommonDir, "config"),
 		filepath.Join(repo.GitDir, "config.worktree"), filepath.Join(repo.CommonDir, "config.worktree")}
 
@@ -230,13 +234,13 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 		for i, f := range findings {
 			keys[i] = f.Key
 		}
-		return res, nil, fmt.Errorf("%w: %w: %s", ErrRemote, gitexec.ErrExecutableConfig, strings.Join(keys, ", "))
+		return res, nil, fmt.Errorf("%w: %w: %s", policy.ErrRemote, gitexec.ErrExecutableConfig, strings.Join(keys, ", "))
 	}
 	cfg := configView(entries)
 
 	res.Branch, err = g.currentBranch(ctx, o, repo, cfg)
 	if err != nil {
-		return res, nil, fmt.Errorf("%w: %w", ErrRemote, err)
+		return res, nil, fmt.Errorf("%w: %w", policy.ErrRemote, err)
 	}
 	if inspectOnly {
 		return res, files, nil
@@ -248,7 +252,7 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 	legacy := []string{filepath.Join(repo.CommonDir, "remotes", name), filepath.Join(repo.CommonDir, "branches", name)}
 	for _, f := range legacy {
 		if _, err := os.Lstat(f); err == nil {
-			return res, nil, fmt.Errorf("%w: remote %q is defined by a legacy file (.git/%s), which is not supported", ErrRemote, name, filepath.Base(filepath.Dir(f)))
+			return res, nil, fmt.Errorf("%w: remote %q is defined by a legacy file (.git/%s), which is not supported", policy.ErrRemote, name, filepath.Base(filepath.Dir(f)))
 		}
 	}
 	files = append(files, legacy...)
@@ -263,7 +267,7 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 		if errors.Is(err, gitexec.ErrUnsure) {
 			native = false // cannot happen after NativeConfig; git decides
 		} else if err != nil {
-			return res, nil, fmt.Errorf("%w: %q: %w", ErrRemote, name, err)
+			return res, nil, fmt.Errorf("%w: %q: %w", policy.ErrRemote, name, err)
 		}
 	}
 	if !native {
@@ -275,14 +279,14 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 		if line == "" {
 			continue // as git's output is read: an empty URL is no URL
 		}
-		u, err := ParseGitRemoteURL(line)
+		u, err := policy.ParseGitRemoteURL(line)
 		if err != nil {
-			return res, nil, fmt.Errorf("%w: remote %q: %w", ErrRemote, name, err)
+			return res, nil, fmt.Errorf("%w: remote %q: %w", policy.ErrRemote, name, err)
 		}
 		res.URLs = append(res.URLs, u)
 	}
 	if len(res.URLs) == 0 {
-		return res, nil, fmt.Errorf("%w: remote %q has no URL", ErrRemote, name)
+		return res, nil, fmt.Errorf("%w: remote %q has no URL", policy.ErrRemote, name)
 	}
 	return res, files, nil
 }
@@ -290,7 +294,7 @@ func (g *GitResolver) resolve(ctx context.Context, repo gitexec.Repo, name strin
 // readConfig returns the repository's config entries: natively when
 // gitexec.NativeConfig is sure (native true), else from
 // `git config --list -z --show-scope --no-includes`.
-func (g *GitResolver) readConfig(ctx context.Context, repo gitexec.Repo, o gitexec.Options) ([]gitexec.Entry, bool, error) {
+func (g *Resolver) readConfig(ctx context.Context, repo gitexec.Repo, o gitexec.Options) ([]gitexec.Entry, bool, error) {
 	if !g.noNative {
 		entries, err := gitexec.NativeConfig(repo, o)
 		if err == nil {
@@ -305,27 +309,27 @@ func (g *GitResolver) readConfig(ctx context.Context, repo gitexec.Repo, o gitex
 	if err != nil {
 		var ge *gitexec.Error
 		if !errors.As(err, &ge) || ge.ExitCode != 1 || len(out.Stdout) != 0 {
-			return nil, false, fmt.Errorf("%w: reading the repository config: %w", ErrRemote, err)
+			return nil, false, fmt.Errorf("%w: reading the repository config: %w", policy.ErrRemote, err)
 		}
 		return nil, false, nil
 	}
 	entries, err := gitexec.ParseConfigList(out.Stdout)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %w", ErrRemote, err)
+		return nil, false, fmt.Errorf("%w: %w", policy.ErrRemote, err)
 	}
 	return entries, false, nil
 }
 
 // remoteGetURL runs `git remote get-url --all [--push] -- name` and returns
 // its lines.
-func (g *GitResolver) remoteGetURL(ctx context.Context, o gitexec.Options, name string, push bool) ([]string, error) {
+func (g *Resolver) remoteGetURL(ctx context.Context, o gitexec.Options, name string, push bool) ([]string, error) {
 	args := []string{"remote", "get-url", "--all"}
 	if push {
 		args = append(args, "--push")
 	}
 	out, err := g.run(ctx, o, append(args, "--", name)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", ErrRemote, name, err)
+		return nil, fmt.Errorf("%w: %q: %w", policy.ErrRemote, name, err)
 	}
 	return strings.Split(strings.TrimRight(string(out.Stdout), "\n"), "\n"), nil
 }
@@ -333,7 +337,7 @@ func (g *GitResolver) remoteGetURL(ctx context.Context, o gitexec.Options, name 
 // currentBranch reads HEAD. With the files ref backend HEAD is a small file
 // "ref: refs/heads/<b>" (or an object id when detached); other backends are
 // asked through git symbolic-ref.
-func (g *GitResolver) currentBranch(ctx context.Context, o gitexec.Options, repo gitexec.Repo, cfg configView) (string, error) {
+func (g *Resolver) currentBranch(ctx context.Context, o gitexec.Options, repo gitexec.Repo, cfg configView) (string, error) {
 	if v, ok := cfg.last("extensions.refstorage"); ok && !strings.EqualFold(v, "files") {
 		out, err := g.run(ctx, o, "symbolic-ref", "-q", "HEAD")
 		if err != nil {
@@ -355,7 +359,7 @@ func (g *GitResolver) currentBranch(ctx context.Context, o gitexec.Options, repo
 	if ref, ok := strings.CutPrefix(s, "ref: "); ok {
 		return branchFromRef(ref)
 	}
-	if isHexID(s) {
+	if gitref.IsHexID(s) {
 		return "", nil
 	}
 	return "", errors.New("HEAD is malformed")
@@ -363,7 +367,7 @@ func (g *GitResolver) currentBranch(ctx context.Context, o gitexec.Options, repo
 
 func branchFromRef(ref string) (string, error) {
 	b, ok := strings.CutPrefix(ref, "refs/heads/")
-	if !ok || !validRefName(b, true, false) {
+	if !ok || !gitref.ValidName(b, true, false) {
 		return "", errors.New("HEAD does not point to a branch")
 	}
 	return b, nil
@@ -372,17 +376,17 @@ func branchFromRef(ref string) (string, error) {
 // defaultRemote picks the remote git uses when none is named.
 func defaultRemote(cfg configView, branch string, push bool) string {
 	if branch != "" && push {
-		if v, ok := cfg.last("branch." + branch + ".pushremote"); ok && isRemoteName(v) {
+		if v, ok := cfg.last("branch." + branch + ".pushremote"); ok && gitref.IsRemoteName(v) {
 			return v
 		}
 	}
 	if push {
-		if v, ok := cfg.last("remote.pushdefault"); ok && isRemoteName(v) {
+		if v, ok := cfg.last("remote.pushdefault"); ok && gitref.IsRemoteName(v) {
 			return v
 		}
 	}
 	if branch != "" {
-		if v, ok := cfg.last("branch." + branch + ".remote"); ok && isRemoteName(v) {
+		if v, ok := cfg.last("branch." + branch + ".remote"); ok && gitref.IsRemoteName(v) {
 			return v
 		}
 	}

@@ -1,4 +1,4 @@
-package policy
+package gitremote
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/policy"
 )
 
 // countingResolver returns a resolver that counts git runs and, when aged,
 // sees every file as older than the racy window.
-func countingResolver(aged bool) (*GitResolver, *atomic.Int64) {
-	g := NewGitResolver(0)
+func countingResolver(aged bool) (*Resolver, *atomic.Int64) {
+	g := New(Options{})
 	var n atomic.Int64
 	g.run = func(ctx context.Context, o gitexec.Options, args ...string) (gitexec.Result, error) {
 		n.Add(1)
@@ -36,7 +37,7 @@ func TestGitResolverCache(t *testing.T) {
 	})
 	repo := filepath.Join(tr.sandbox, "app")
 	ctx := context.Background()
-	resolve := func(g *GitResolver) RemoteResolution {
+	resolve := func(g *Resolver) policy.RemoteResolution {
 		t.Helper()
 		res, err := g.Resolve(ctx, repo, tr.sandbox, "origin", true)
 		if err != nil {
@@ -145,7 +146,7 @@ func TestGitResolverRefusals(t *testing.T) {
 		{Git: []string{"$SANDBOX/app", "remote", "add", "origin", "git@github.com:acme/app.git"}},
 		{GitRepo: "$OUTSIDE/repo"},
 	})
-	g := NewGitResolver(time.Second)
+	g := New(Options{Timeout: time.Second})
 	ctx := context.Background()
 	tests := []struct {
 		name          string
@@ -161,72 +162,12 @@ func TestGitResolverRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := g.Resolve(ctx, tt.dir, tt.sandbox, tt.remote, true)
-			if err == nil || !errors.Is(err, ErrRemote) {
-				t.Fatalf("err = %v, want ErrRemote", err)
+			if err == nil || !errors.Is(err, policy.ErrRemote) {
+				t.Fatalf("err = %v, want policy.ErrRemote", err)
 			}
 			if !strings.Contains(err.Error(), tt.wantErrSubstr) {
 				t.Fatalf("err = %v, want it to mention %q", err, tt.wantErrSubstr)
 			}
 		})
-	}
-}
-
-func TestShadow(t *testing.T) {
-	tr := newTree(t)
-	shadowDir := writeDir(t, `{"rules": [{"name": "shadow-deny-all", "if": {}, "then": "deny", "reason": "candidate"}]}`, "", "")
-	s := Settings{Home: tr.home, Sandbox: tr.sandbox, ShadowPolicyDir: shadowDir,
-		AnnotationsFile: filepath.Join("testdata", "fixtures", "base", AnnotationsFile)}
-	e, err := LoadDir(filepath.Join("testdata", "fixtures", "base"), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := e.Evaluate(context.Background(), Request{Server: "fetch", Tool: "web_search", Args: map[string]any{"query": "x"}})
-	if ev.Decision.Status != Allow || ev.Shadow == nil || ev.Shadow.Status != Deny || ev.Shadow.Rule != "shadow-deny-all" {
-		t.Fatalf("decision %+v, shadow %+v", ev.Decision, ev.Shadow)
-	}
-	// The shadow directory is protected like the policy directory.
-	ev = e.Evaluate(context.Background(), Request{Server: "filesystem", Tool: "read_text_file", Args: map[string]any{"path": shadowDir + "/compiled-policy.json"}})
-	if ev.Decision.Rule != RuleProtectedPath {
-		t.Fatalf("reading the shadow policy: %+v", ev.Decision)
-	}
-	plain := e.WithShadow(nil)
-	if ev := plain.Evaluate(context.Background(), Request{Server: "fetch", Tool: "web_search", Args: map[string]any{"query": "x"}}); ev.Shadow != nil {
-		t.Fatal("WithShadow(nil) still reports a shadow decision")
-	}
-	if e.Shadow() == nil {
-		t.Fatal("WithShadow changed the original engine")
-	}
-}
-
-func TestPushPlanEqualAndContext(t *testing.T) {
-	u1, _ := ParseGitRemoteURL("git@github.com:acme/app.git")
-	u2, _ := ParseGitRemoteURL("git@evil.example:acme/app.git")
-	r1, _ := ParsePushRefspec("feature", "")
-	r2, _ := ParsePushRefspec("feature:topic", "")
-	base := PushPlan{URLs: []GitRemote{u1}, Refspecs: []PushRefspec{r1}}
-	tests := []struct {
-		name string
-		q    PushPlan
-		want bool
-	}{
-		{name: "same", q: PushPlan{URLs: []GitRemote{u1}, Refspecs: []PushRefspec{r1}}, want: true},
-		{name: "other URL", q: PushPlan{URLs: []GitRemote{u2}, Refspecs: []PushRefspec{r1}}, want: false},
-		{name: "extra URL", q: PushPlan{URLs: []GitRemote{u1, u2}, Refspecs: []PushRefspec{r1}}, want: false},
-		{name: "other destination", q: PushPlan{URLs: []GitRemote{u1}, Refspecs: []PushRefspec{r2}}, want: false},
-		{name: "tags", q: PushPlan{URLs: []GitRemote{u1}, Refspecs: []PushRefspec{r1}, Tags: true}, want: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := base.Equal(tt.q); got != tt.want {
-				t.Fatalf("Equal = %v, want %v", got, tt.want)
-			}
-		})
-	}
-	ctx := WithPushPlan(context.Background(), &base)
-	if p, ok := PushPlanFromContext(ctx); !ok || !p.Equal(base) {
-		t.Fatal("plan not carried by the context")
-	}
-	if _, ok := PushPlanFromContext(context.Background()); ok {
-		t.Fatal("plan found in an empty context")
 	}
 }

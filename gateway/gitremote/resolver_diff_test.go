@@ -1,4 +1,4 @@
-package policy
+package gitremote
 
 import (
 	"context"
@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"ironcurtain.dev/gateway/policy"
 )
 
 // resolutionString summarises a resolution or its failure for comparison.
-func resolutionString(res RemoteResolution, err error) string {
+func resolutionString(res policy.RemoteResolution, err error) string {
 	if err != nil {
-		if !errors.Is(err, ErrRemote) {
+		if !errors.Is(err, policy.ErrRemote) {
 			return "unexpected error: " + err.Error()
 		}
 		return "refused"
@@ -92,9 +94,9 @@ func TestGitResolverNativeMatchesGit(t *testing.T) {
 			tr.apply(t, []op{{File: []string{cfgPath, base + tt.config}}})
 			repo := filepath.Join(tr.sandbox, "app")
 
-			native := NewGitResolver(0)
+			native := New(Options{})
 			native.noCache = true
-			viaGit := NewGitResolver(0)
+			viaGit := New(Options{})
 			viaGit.noCache, viaGit.noNative = true, true
 			for _, q := range []struct {
 				name string
@@ -130,13 +132,13 @@ func TestGitResolverNativeNewlineURL(t *testing.T) {
 	tr.apply(t, []op{{GitRepo: "$SANDBOX/app"}, {File: []string{"$SANDBOX/app/.git/config",
 		"[remote \"origin\"]\n\turl = https://github.com/acme/app\\nhttps://evil.example/x/y\n"}}})
 	repo := filepath.Join(tr.sandbox, "app")
-	native := NewGitResolver(0)
+	native := New(Options{})
 	native.noCache = true
 	_, err := native.Resolve(context.Background(), repo, tr.sandbox, "origin", true)
-	if !errors.Is(err, ErrRemote) || native.native.Load() != 1 {
+	if !errors.Is(err, policy.ErrRemote) || native.native.Load() != 1 {
 		t.Fatalf("native: err = %v (native %d), want a refusal", err, native.native.Load())
 	}
-	viaGit := NewGitResolver(0)
+	viaGit := New(Options{})
 	viaGit.noCache, viaGit.noNative = true, true
 	res, err := viaGit.Resolve(context.Background(), repo, tr.sandbox, "origin", true)
 	if err != nil {

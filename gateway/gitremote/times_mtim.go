@@ -1,6 +1,6 @@
 //go:build unix && !darwin && !freebsd && !netbsd
 
-package policy
+package gitremote
 
 import "syscall"
 
