@@ -6,8 +6,8 @@ require ironcurtain.dev/gateway v0.0.0
 
 require (
 	github.com/go-json-experiment/json v1.27.2 // indirect
-	github.com/kr/text v0.2.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
 
 require (
@@ -42,7 +42,6 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
 replace ironcurtain.dev/gateway => ../gateway
