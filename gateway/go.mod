@@ -5,7 +5,6 @@ go 1.26.0
 require ironcurtain.dev/migrations v0.0.0
 
 require (
-	github.com/JohannesKaufmann/html-to-markdown/v2 v2.5.2
 	github.com/containerd/errdefs v1.0.0
 	github.com/elazarl/goproxy v1.9.2
 	github.com/go-chi/chi/v5 v5.5.0
@@ -38,7 +37,6 @@ require (
 require (
 	dario.cat/mergo v1.0.2 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20261006220739-8c912ac31dd4 // indirect
-	github.com/JohannesKaufmann/dom v0.3.1 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/anthropics/anthropic-sdk-go v1.84.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
