@@ -21,6 +21,17 @@ type Migration struct {
 	Down    string // SQL that undoes Up
 }
 
+// FS returns the embedded NNNN_name.up.sql / .down.sql files at its root,
+// in the layout golang-migrate's iofs source reads. Callers should check
+// All first: it refuses gaps and half pairs, which the runner would not.
+func FS() fs.FS {
+	sub, err := fs.Sub(files, "sql")
+	if err != nil {
+		panic(err) // "sql" is a valid path, fs.Sub cannot fail on it
+	}
+	return sub
+}
+
 // All returns the embedded migrations in version order.
 func All() ([]Migration, error) {
 	return parse(files, "sql")

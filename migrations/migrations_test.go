@@ -1,6 +1,8 @@
 package migrations
 
 import (
+	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -72,5 +74,37 @@ func TestParse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFSHoldsEveryMigration: the runner reads FS, the checks read All; both
+// must see the same files.
+func TestFSHoldsEveryMigration(t *testing.T) {
+	ms, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := fs.ReadDir(FS(), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2*len(ms) {
+		t.Fatalf("FS holds %d files, want %d (an up and a down per migration)", len(entries), 2*len(ms))
+	}
+	for _, m := range ms {
+		for _, dir := range []string{"up", "down"} {
+			name := fmt.Sprintf("%04d_%s.%s.sql", m.Version, m.Name, dir)
+			body, err := fs.ReadFile(FS(), name)
+			if err != nil {
+				t.Fatalf("FS: %v", err)
+			}
+			want := m.Up
+			if dir == "down" {
+				want = m.Down
+			}
+			if string(body) != want {
+				t.Errorf("FS %s differs from All", name)
+			}
+		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"os"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Transcript is a scripted conversation. Step i answers the model's i-th

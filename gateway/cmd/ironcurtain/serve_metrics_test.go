@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"ironcurtain.dev/gateway/internal/store/pgtest"
 	"ironcurtain.dev/gateway/internal/testenv"

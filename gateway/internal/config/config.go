@@ -22,7 +22,7 @@ import (
 	"reflect"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"ironcurtain.dev/gateway/policy"
 )

@@ -3,7 +3,7 @@ package config
 import (
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // fetchAllowAll is the servers section a test config needs when it is not

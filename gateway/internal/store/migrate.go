@@ -13,10 +13,14 @@ import (
 )
 
 // versionTable records the applied schema version and whether a migration
-// was interrupted (dirty). It is created by the migrator, not by a migration.
+// was interrupted (dirty). It is created by the migrator, not by a
+// migration, and golang-migrate keeps it (as its migrations table: it
+// truncates it and inserts one row (version, dirty) per change).
 const versionTable = "ironcurtain_schema_version"
 
 // migrateLockKey serialises concurrent `migrate` runs (pg_advisory_lock).
+// It is the key of every runner this gateway has had, so a replica of an
+// older release migrating at the same moment waits too.
 const migrateLockKey int64 = 0x49634d6967726174 // "IcMigrat"
 
 // Errors returned by CheckSchema; the error text says what to run.
@@ -56,6 +60,9 @@ func Status(ctx context.Context, pool *pgxpool.Pool) (SchemaState, error) {
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return SchemaState{}, fmt.Errorf("reading schema status: %w", err)
 	}
+	// No row, the old runner's 0 and golang-migrate's -1 (a dirty revert of
+	// the first migration) all mean "nothing applied".
+	st.Version = max(st.Version, 0)
 	return st, nil
 }
 
@@ -74,9 +81,8 @@ func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
 func (s SchemaState) Check() error {
 	switch {
 	case s.Dirty:
-		prev := s.Version - 1
-		return fmt.Errorf("%w: a migration to version %d did not finish; inspect the database, then run `ironcurtain migrate force %d` (if it was rolled back) or `ironcurtain migrate force %d` (if it was applied) and `ironcurtain migrate up`",
-			ErrSchemaDirty, s.Version, prev, s.Version)
+		return fmt.Errorf("%w: a migration to or from version %d did not finish; inspect the database, then run `ironcurtain migrate force N` with the version its schema is at (%d, %d or %d) and `ironcurtain migrate up`",
+			ErrSchemaDirty, s.Version, max(s.Version-1, 0), s.Version, s.Version+1)
 	case s.Version == 0 && s.Latest > 0:
 		return fmt.Errorf("%w: run `ironcurtain migrate up` (needs version %d)", ErrSchemaMissing, s.Latest)
 	case s.Version < s.Latest:
@@ -96,9 +102,10 @@ type Applied struct {
 }
 
 // MigrateUp applies every embedded migration above the current version, up to
-// target (0 = the latest). Each migration runs in its own transaction together
-// with the version bump; the version row is marked dirty before and cleared
-// with it, so a crash half-way is visible to CheckSchema.
+// target (0 = the latest), one step at a time. golang-migrate marks the
+// version dirty before a step and clean after it; a step that fails leaves
+// the previous version, clean (see runner.step), so only a crash half-way
+// leaves the schema dirty for CheckSchema to report.
 func MigrateUp(ctx context.Context, pool *pgxpool.Pool, target int) ([]Applied, error) {
 	all, err := migrations.All()
 	if err != nil {
@@ -111,20 +118,17 @@ func MigrateUp(ctx context.Context, pool *pgxpool.Pool, target int) ([]Applied, 
 		return nil, fmt.Errorf("migrating up: target version %d does not exist (latest is %d)", target, len(all))
 	}
 	var done []Applied
-	err = withMigrateLock(ctx, pool, func(conn *pgxpool.Conn) error {
-		st, err := lockedState(ctx, conn)
+	err = withRunner(ctx, pool, func(r *runner) error {
+		st, err := r.cleanState(ctx, len(all), "")
 		if err != nil {
 			return err
 		}
-		if st.Dirty {
-			return fmt.Errorf("version %d is dirty; run `ironcurtain migrate force N` first", st.Version)
-		}
-		if st.Version > len(all) {
-			return fmt.Errorf("database is at version %d, newer than this binary's %d", st.Version, len(all))
+		if st.Version > target {
+			return fmt.Errorf("database is at version %d, above the target %d: use `ironcurtain migrate down`", st.Version, target)
 		}
 		for _, m := range all[st.Version:target] {
 			start := time.Now()
-			if err := step(ctx, conn, m.Version, m.Version-1, m.Up); err != nil {
+			if err := r.step(ctx, +1, m.Version-1); err != nil {
 				return fmt.Errorf("applying %04d_%s: %w", m.Version, m.Name, err)
 			}
 			done = append(done, Applied{Version: m.Version, Name: m.Name, Direction: "up", Took: time.Since(start)})
@@ -147,21 +151,15 @@ func MigrateDown(ctx context.Context, pool *pgxpool.Pool, steps int) ([]Applied,
 		return nil, fmt.Errorf("migrating down: %w", err)
 	}
 	var done []Applied
-	err = withMigrateLock(ctx, pool, func(conn *pgxpool.Conn) error {
-		st, err := lockedState(ctx, conn)
+	err = withRunner(ctx, pool, func(r *runner) error {
+		st, err := r.cleanState(ctx, len(all), ": use the newer binary to go down")
 		if err != nil {
 			return err
-		}
-		if st.Dirty {
-			return fmt.Errorf("version %d is dirty; run `ironcurtain migrate force N` first", st.Version)
-		}
-		if st.Version > len(all) {
-			return fmt.Errorf("database is at version %d, newer than this binary's %d: use the newer binary to go down", st.Version, len(all))
 		}
 		for v := st.Version; v > 0 && steps > 0; v, steps = v-1, steps-1 {
 			m := all[v-1]
 			start := time.Now()
-			if err := step(ctx, conn, m.Version-1, m.Version, m.Down); err != nil {
+			if err := r.step(ctx, -1, m.Version); err != nil {
 				return fmt.Errorf("reverting %04d_%s: %w", m.Version, m.Name, err)
 			}
 			done = append(done, Applied{Version: m.Version, Name: m.Name, Direction: "down", Took: time.Since(start)})
@@ -184,78 +182,9 @@ func Force(ctx context.Context, pool *pgxpool.Pool, version int) error {
 	if version < 0 || version > latest {
 		return fmt.Errorf("forcing schema version: %d is not between 0 and %d", version, latest)
 	}
-	err = withMigrateLock(ctx, pool, func(conn *pgxpool.Conn) error {
-		_, err := conn.Exec(ctx, `UPDATE `+versionTable+` SET version = $1, dirty = false, updated_at = now()`, version)
-		return err
-	})
+	err = withRunner(ctx, pool, func(r *runner) error { return r.force(version) })
 	if err != nil {
 		return fmt.Errorf("forcing schema version: %w", err)
 	}
 	return nil
-}
-
-// step marks the row dirty at `to`, then runs sql and records `to` clean in
-// one transaction. When the transaction fails nothing of it was applied
-// (Postgres DDL is transactional), so the dirty mark is rolled back to from.
-func step(ctx context.Context, conn *pgxpool.Conn, to, from int, sql string) error {
-	dirtyVersion := max(to, from)
-	if _, err := conn.Exec(ctx, `UPDATE `+versionTable+` SET version = $1, dirty = true, updated_at = now()`, dirtyVersion); err != nil {
-		return fmt.Errorf("marking version dirty: %w", err)
-	}
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE `+versionTable+` SET version = $1, dirty = false, updated_at = now()`, to)
-		return err
-	})
-	if err != nil {
-		// The transaction rolled back: the schema is still at from.
-		if _, rerr := conn.Exec(context.WithoutCancel(ctx), `UPDATE `+versionTable+` SET version = $1, dirty = false, updated_at = now()`, from); rerr != nil {
-			return errors.Join(err, fmt.Errorf("clearing dirty flag: %w", rerr))
-		}
-		return err
-	}
-	return nil
-}
-
-// withMigrateLock runs fn on one connection holding the migration advisory
-// lock, creating the version table first if needed.
-func withMigrateLock(ctx context.Context, pool *pgxpool.Pool, fn func(*pgxpool.Conn) error) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("acquiring connection: %w", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLockKey); err != nil {
-		return fmt.Errorf("taking migration lock: %w", err)
-	}
-	defer func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLockKey)
-	}()
-	_, err = conn.Exec(ctx, `
-CREATE TABLE IF NOT EXISTS `+versionTable+` (
-    singleton  boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
-    version    integer     NOT NULL,
-    dirty      boolean     NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now()
-);
-COMMENT ON TABLE `+versionTable+` IS 'Schema version applied by ironcurtain migrate (one row); dirty means a migration did not finish.';
-COMMENT ON COLUMN `+versionTable+`.singleton IS 'Always true: the table holds one row.';
-COMMENT ON COLUMN `+versionTable+`.version IS 'Applied migration version (0: none).';
-COMMENT ON COLUMN `+versionTable+`.dirty IS 'True while (or if) a migration to version is running or failed half-way.';
-COMMENT ON COLUMN `+versionTable+`.updated_at IS 'When the version last changed.';
-INSERT INTO `+versionTable+` (version, dirty) VALUES (0, false) ON CONFLICT DO NOTHING;`)
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", versionTable, err)
-	}
-	return fn(conn)
-}
-
-func lockedState(ctx context.Context, conn *pgxpool.Conn) (SchemaState, error) {
-	var st SchemaState
-	if err := conn.QueryRow(ctx, `SELECT version, dirty, updated_at FROM `+versionTable).Scan(&st.Version, &st.Dirty, &st.UpdatedAt); err != nil {
-		return st, fmt.Errorf("reading schema version: %w", err)
-	}
-	return st, nil
 }

@@ -26,10 +26,9 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -159,8 +158,8 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 }
 
 // Setup reads the settings with getenv and, when traces are on, builds the
-// OTLP exporter (which reads its endpoint, headers and timeouts from the
-// process environment), a batching tracer provider (the sampler from
+// OTLP exporter with contrib's autoexport (which, like the exporter's
+// endpoint, headers and timeouts, reads the process environment), a batching tracer provider (the sampler from
 // OTEL_TRACES_SAMPLER, parent-based always-on by default) and installs it
 // as the global provider. With traces off it installs nothing.
 func Setup(ctx context.Context, getenv func(string) string, version string) (*Provider, error) {
@@ -171,13 +170,11 @@ func Setup(ctx context.Context, getenv func(string) string, version string) (*Pr
 	if !s.Enabled {
 		return &Provider{Settings: s}, nil
 	}
-	var exp sdktrace.SpanExporter
-	switch s.Protocol {
-	case ProtocolGRPC:
-		exp, err = otlptracegrpc.New(ctx)
-	default:
-		exp, err = otlptracehttp.New(ctx)
-	}
+	// autoexport picks the exporter from the same variables FromEnv checked
+	// (OTEL_TRACES_EXPORTER unset or "otlp", then the protocol variables),
+	// so it builds the OTLP exporter for s.Protocol; the values it would
+	// also take ("console", "none") never reach it.
+	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("building the OTLP trace exporter: %w", err)
 	}

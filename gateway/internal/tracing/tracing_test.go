@@ -206,3 +206,22 @@ func TestErrorLogSummarises(t *testing.T) {
 		t.Fatalf("second line %s", lines[1])
 	}
 }
+
+// TestSetupOnGRPC: the grpc protocol builds its exporter too (autoexport
+// reads the protocol from the process environment, as FromEnv did).
+func TestSetupOnGRPC(t *testing.T) {
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	p, err := Setup(context.Background(), envOf(env), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Settings.Enabled || p.Settings.Protocol != ProtocolGRPC || p.tp == nil {
+		t.Fatalf("settings = %+v, want grpc traces on", p.Settings)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1)
+	defer cancel()
+	_ = p.Shutdown(ctx) // nothing listens: an export error is expected
+}
