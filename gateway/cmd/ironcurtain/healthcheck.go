@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 )
 
 // The container healthcheck (images/gateway/Dockerfile): the image has no

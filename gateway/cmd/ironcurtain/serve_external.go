@@ -6,7 +6,7 @@ import (
 	"log/slog"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/netpolicy"

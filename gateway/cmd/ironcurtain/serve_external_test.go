@@ -16,7 +16,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/servers/external"
 )
 

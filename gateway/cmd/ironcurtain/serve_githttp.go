@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/doors/githttp"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/servers"

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/doors/githubrelay"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/servers"

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/policy"
 )
 

@@ -14,7 +14,7 @@ import (
 	"io"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/cli/opscli"
 	"ironcurtain.dev/gateway/policy"
 )

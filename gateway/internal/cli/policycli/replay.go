@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/replay"
 	"ironcurtain.dev/gateway/internal/store"

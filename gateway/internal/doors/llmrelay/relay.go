@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/tracing"
 )
