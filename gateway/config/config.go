@@ -31,15 +31,14 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-// Defaults applied by Load when a field is absent.
+// Defaults applied by Load when a field is absent. protected_branches,
+// absent or empty, defaults to policy.DefaultProtectedBranches.
 const (
-	DefaultSandbox   = "/workspace"
+	// DefaultSandbox is the policy package's DefaultCompiledSandbox: a
+	// policy that does not record its sandbox was compiled for this one.
+	DefaultSandbox   = policy.DefaultCompiledSandbox
 	DefaultPolicyDir = "/etc/ironcurtain/policy"
 )
-
-// DefaultProtectedBranches are protected when protected_branches is absent
-// or empty.
-var DefaultProtectedBranches = []string{"main", "master"}
 
 // Config is gateway.yaml.
 type Config struct {
@@ -413,7 +412,7 @@ func (c *Config) applyDefaults() {
 		c.PolicyDir = DefaultPolicyDir
 	}
 	if len(c.ProtectedBranches) == 0 {
-		c.ProtectedBranches = append([]string(nil), DefaultProtectedBranches...)
+		c.ProtectedBranches = append([]string(nil), policy.DefaultProtectedBranches...)
 	}
 	if c.SandboxSafeRoles == nil { // [] stays empty: nothing is resolved
 		c.SandboxSafeRoles = policy.DefaultSandboxSafeRoles()
