@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/config"
-	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/doors/githttp"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/escalation"
 )
 
 // TestGitDoorBudget: a request to the git door may stream a pack for the

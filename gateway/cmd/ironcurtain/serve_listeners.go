@@ -12,11 +12,11 @@ import (
 
 	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/doors/egress"
-	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/doors/githttp"
 	"ironcurtain.dev/gateway/internal/doors/githubrelay"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
+	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/netlimit"
 )
 

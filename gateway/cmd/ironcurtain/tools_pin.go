@@ -16,8 +16,8 @@ import (
 	"strings"
 
 	"ironcurtain.dev/gateway/config"
-	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/internal/servers"
+	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/policy"
 )
 
