@@ -58,43 +58,7 @@ func TestComposeSecretsAreFiles(t *testing.T) {
 	checked := 0
 	for _, f := range files {
 		for name, s := range specs[f].Services {
-			for k, v := range s.environment(t) {
-				checked++
-				switch {
-				case k == "IRONCURTAIN_AGENT_TOKEN_VARS":
-					if strings.Contains(v, "$") || secretValue.MatchString(v) {
-						t.Errorf("%s: %s: %s must list variable names only", f, name, k)
-					}
-					continue
-				case strings.HasSuffix(k, "_FILE") && secretRef.MatchString(k):
-					if !strings.HasPrefix(v, "/run/secrets/") {
-						t.Errorf("%s: %s: %s = %q is not a Compose secret file", f, name, k, v)
-					}
-					continue
-				case secretRef.MatchString(k) || credentialNames.MatchString(k):
-					t.Errorf("%s: %s: environment %s looks like a credential: mount it as a secret file", f, name, k)
-				}
-				for _, ref := range varRefs(v) {
-					if secretRef.MatchString(ref) {
-						t.Errorf("%s: %s: environment %s interpolates ${%s}", f, name, k, ref)
-					}
-				}
-				if secretValue.MatchString(v) {
-					t.Errorf("%s: %s: environment %s holds a secret-looking value", f, name, k)
-				}
-			}
-			for _, part := range []yaml.Node{s.Command, s.Entrypoint} {
-				for _, ref := range varRefs(nodeText(part)) {
-					if secretRef.MatchString(ref) {
-						t.Errorf("%s: %s: its command interpolates ${%s}", f, name, ref)
-					}
-				}
-			}
-			for _, sec := range s.secretNames(t) {
-				if _, ok := declared[sec]; !ok {
-					t.Errorf("%s: %s mounts secret %s, which no Compose file declares", f, name, sec)
-				}
-			}
+			checked += checkServiceSecrets(t, f, name, s, declared)
 		}
 	}
 	if checked < 20 {
@@ -133,4 +97,48 @@ func TestComposeSecretFilesMatchStackScript(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkServiceSecrets checks one service of file f (TestComposeSecretsAreFiles)
+// and returns the number of environment entries it checked.
+func checkServiceSecrets(t *testing.T, f, name string, s composeService, declared map[string]string) int {
+	t.Helper()
+	env := s.environment(t)
+	for k, v := range env {
+		switch {
+		case k == "IRONCURTAIN_AGENT_TOKEN_VARS":
+			if strings.Contains(v, "$") || secretValue.MatchString(v) {
+				t.Errorf("%s: %s: %s must list variable names only", f, name, k)
+			}
+			continue
+		case strings.HasSuffix(k, "_FILE") && secretRef.MatchString(k):
+			if !strings.HasPrefix(v, "/run/secrets/") {
+				t.Errorf("%s: %s: %s = %q is not a Compose secret file", f, name, k, v)
+			}
+			continue
+		case secretRef.MatchString(k) || credentialNames.MatchString(k):
+			t.Errorf("%s: %s: environment %s looks like a credential: mount it as a secret file", f, name, k)
+		}
+		for _, ref := range varRefs(v) {
+			if secretRef.MatchString(ref) {
+				t.Errorf("%s: %s: environment %s interpolates ${%s}", f, name, k, ref)
+			}
+		}
+		if secretValue.MatchString(v) {
+			t.Errorf("%s: %s: environment %s holds a secret-looking value", f, name, k)
+		}
+	}
+	for _, part := range []yaml.Node{s.Command, s.Entrypoint} {
+		for _, ref := range varRefs(nodeText(part)) {
+			if secretRef.MatchString(ref) {
+				t.Errorf("%s: %s: its command interpolates ${%s}", f, name, ref)
+			}
+		}
+	}
+	for _, sec := range s.secretNames(t) {
+		if _, ok := declared[sec]; !ok {
+			t.Errorf("%s: %s mounts secret %s, which no Compose file declares", f, name, sec)
+		}
+	}
+	return len(env)
 }
