@@ -4,8 +4,9 @@
 #
 # usage: compose/stack.sh env|up|demo|down|ps|logs|audit|escalations|approve ID|deny ID [args...]
 #
-#   env            create compose/.env from .env.example with fresh random tokens and
-#                  database password, unless it exists
+#   env            create compose/.env (settings) from .env.example unless it exists, and
+#                  the secret files under compose/secrets/ (mode 0700) that are missing:
+#                  fresh random tokens and database password, empty upstream keys
 #   up             start postgres -> migrate -> gateway, wait until the gateway is
 #                  healthy, start the agent detached; with the offline demo model, wait
 #                  until its deletion is pending as an escalation, print it and how to
@@ -25,6 +26,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 project=ironcurtain
 env_file=$here/.env
+secrets_dir=$here/secrets
 demo_model=replay:/usr/share/ironcurtain/transcripts/demo.yaml
 timeout=${UP_TIMEOUT:-180}
 
@@ -48,18 +50,59 @@ env_value() { sed -n "s/^$1=//p" "$env_file" | tail -n 1; }
 make_env() {
   if [[ -f $env_file ]]; then
     echo "compose/.env exists; keeping it"
-    return
+  else
+    local tmp
+    tmp=$(mktemp "$here/.env.XXXXXX")
+    chmod 600 "$tmp"
+    cp "$here/.env.example" "$tmp"
+    mv "$tmp" "$env_file"
+    echo "created compose/.env (settings only: images, model, task, port)"
   fi
-  local tmp
-  tmp=$(mktemp "$here/.env.XXXXXX")
-  chmod 600 "$tmp"
-  sed -e "s/^POSTGRES_PASSWORD=\$/POSTGRES_PASSWORD=$(random_hex 18)/" \
-    -e "s/^IRONCURTAIN_AGENT_TOKEN=\$/IRONCURTAIN_AGENT_TOKEN=ic-agent-$(random_hex 24)/" \
-    -e "s/^IRONCURTAIN_OPERATOR_TOKEN=\$/IRONCURTAIN_OPERATOR_TOKEN=ic-operator-$(random_hex 24)/" \
-    -e "s/^IRONCURTAIN_METRICS_TOKEN=\$/IRONCURTAIN_METRICS_TOKEN=ic-metrics-$(random_hex 24)/" \
-    "$here/.env.example" >"$tmp"
-  mv "$tmp" "$env_file"
-  echo "created compose/.env with a random agent token, operator token, metrics token and database password (mode 0600)"
+  make_secrets
+}
+
+# write_secret NAME VALUE writes compose/secrets/NAME unless it exists. The directory is
+# 0700 (nobody else on the host gets in); the file is 0644 inside it because Compose
+# (docker-compose v1: a bind mount) gives it to the containers with the host's owner and
+# mode, and their non-root users (the gateway's uid 10001, postgres, the agent) must read it.
+write_secret() {
+  local file=$secrets_dir/$1 tmp
+  [[ -e $file ]] && return 0
+  tmp=$(mktemp "$secrets_dir/.$1.XXXXXX")
+  printf '%s' "$2" >"$tmp"
+  chmod 644 "$tmp"
+  mv "$tmp" "$file"
+  created+=("$1")
+}
+
+# make_secrets writes the missing secret files. A value an older compose/.env still holds
+# (before secrets were files) is taken over, so an existing database keeps its password.
+make_secrets() {
+  local pw created=()
+  (umask 077 && mkdir -p "$secrets_dir")
+  chmod 700 "$secrets_dir"
+  legacy() { [[ -f $env_file ]] && env_value "$1" || true; }
+  pw=$(legacy POSTGRES_PASSWORD)
+  if [[ -e $secrets_dir/postgres-password ]]; then
+    pw=$(cat "$secrets_dir/postgres-password")
+  fi
+  pw=${pw:-$(random_hex 18)}
+  write_secret postgres-password "$pw"
+  write_secret database-url "postgres://ironcurtain:$pw@postgres:5432/ironcurtain?sslmode=disable"
+  local t
+  t=$(legacy IRONCURTAIN_AGENT_TOKEN); write_secret agent-token "${t:-ic-agent-$(random_hex 24)}"
+  t=$(legacy IRONCURTAIN_OPERATOR_TOKEN); write_secret operator-token "${t:-ic-operator-$(random_hex 24)}"
+  t=$(legacy IRONCURTAIN_METRICS_TOKEN); write_secret metrics-token "${t:-ic-metrics-$(random_hex 24)}"
+  t=$(legacy GRAFANA_ADMIN_PASSWORD); write_secret grafana-admin-password "${t:-$(random_hex 16)}"
+  # The gateway's upstream credentials: empty (unused) until you put yours in.
+  write_secret anthropic-api-key "$(legacy ANTHROPIC_API_KEY)"
+  write_secret openai-api-key "$(legacy OPENAI_API_KEY)"
+  write_secret github-token "$(legacy GITHUB_TOKEN)"
+  if ((${#created[@]} > 0)); then
+    echo "created in compose/secrets/ (mode 0700): ${created[*]}"
+  else
+    echo "compose/secrets/ is complete; keeping it"
+  fi
 }
 
 # container_id prints the id of a service's container (empty when there is none).
@@ -89,10 +132,20 @@ wait_healthy() {
   return 1
 }
 
-pending() { dc exec -T gateway ironcurtain escalations list --status pending --session agent; }
+# ops runs `ironcurtain escalations SUB ...` in the gateway container as the operator.
+ops() { local sub=$1; shift; dc exec -T gateway ironcurtain escalations "$sub" --token-file /run/secrets/operator_token "$@"; }
+
+# with_database runs ironcurtain in the gateway container with the database URL taken from
+# its secret file (inside the container, never on a command line).
+with_database() {
+  dc exec -T gateway /bin/sh -c 'IRONCURTAIN_DATABASE_URL=$(cat /run/secrets/database_url) && export IRONCURTAIN_DATABASE_URL && exec ironcurtain "$@"' ironcurtain "$@"
+}
+
+pending() { ops list --status pending --session agent; }
 
 up() {
   [[ -f $env_file ]] || die "compose/.env is missing (run: compose/stack.sh env, or make up)"
+  [[ -f $secrets_dir/agent-token ]] || die "compose/secrets/ is missing (run: compose/stack.sh env, or make up)"
   local start=$SECONDS model
   say "starting postgres -> migrate -> gateway ($COMPOSE)"
   dc up -d --remove-orphans postgres migrate gateway
@@ -156,7 +209,7 @@ demo() {
   id=$(pending | awk 'NR == 2 { print $1 }')
   [[ -n $id ]] || die "no pending escalation of session agent (run make up first)"
   say "approving escalation $id as the operator"
-  dc exec -T gateway ironcurtain escalations approve "$id" --reason "make demo"
+  ops approve "$id" --reason "make demo"
   while ((SECONDS < deadline)); do
     state=$(docker inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$(container_id agent)")
     [[ $state == running* ]] || break
@@ -166,7 +219,7 @@ demo() {
   echo "---- the agent's output"
   dc logs --no-color agent | sed 's/^[^|]*| //'
   echo "---- the audit trail of session agent (newest first)"
-  dc exec -T gateway ironcurtain audit query --session agent --limit 20
+  with_database audit query --session agent --limit 20
   [[ $state == "exited 0" ]] || die "the agent ended with: $state"
   echo "demo: the agent finished (exit 0)"
 }
@@ -175,10 +228,8 @@ down() {
   if [[ -f $env_file ]]; then
     if [[ ${VOLUMES:-0} == 1 ]]; then dc down --remove-orphans --volumes; else dc down --remove-orphans; fi
   else
-    # Without .env interpolation fails on the required variables; nothing can be running
-    # that this file did not start, so use placeholders.
-    POSTGRES_PASSWORD=x IRONCURTAIN_AGENT_TOKEN=x IRONCURTAIN_OPERATOR_TOKEN=x \
-      "${compose_cmd[@]}" -p "$project" -f "$here/docker-compose.yml" down --remove-orphans $([[ ${VOLUMES:-0} == 1 ]] && echo --volumes)
+    # No compose/.env: nothing can be running that this file did not start.
+    "${compose_cmd[@]}" -p "$project" -f "$here/docker-compose.yml" down --remove-orphans $([[ ${VOLUMES:-0} == 1 ]] && echo --volumes)
   fi
 }
 
@@ -192,11 +243,11 @@ case $cmd in
   down) down ;;
   ps) dc ps ;;
   logs) dc logs -f --tail 200 "${@:-agent}" ;;
-  escalations) dc exec -T gateway ironcurtain escalations list "$@" ;;
+  escalations) ops list "$@" ;;
   approve | deny)
     [[ $# -ge 1 && -n $1 ]] || die "usage: make $cmd ID=<escalation id>"
-    dc exec -T gateway ironcurtain escalations "$cmd" "$@"
+    ops "$cmd" "$@"
     ;;
-  audit) dc exec -T gateway ironcurtain audit query --session agent "$@" ;;
+  audit) with_database audit query --session agent "$@" ;;
   *) die "unknown command \"$cmd\"" ;;
 esac

@@ -1,15 +1,14 @@
-// Package gatewayconfig reads what the compiler needs from the gateway's
-// deployment settings: the policy settings verification must run with
-// (sandbox, protected paths and branches, trusted servers, per-server domain
-// allowlists) and the launch command of each external MCP server.
+// Package gatewayconfig reads what only the compiler needs from the
+// gateway's deployment settings: the launch command of each external MCP
+// server, and the policy settings verification runs with.
 //
-// It reads gateway.yaml through the gateway's own loader
+// A gateway.yaml is read through the gateway's own package
 // (ironcurtain.dev/gateway/config: strict, the whole file validated, so the
-// compiler never works from a file `ironcurtain serve` would refuse, and
-// verification uses the policy settings the gateway derives from it), or an
-// mcp-servers.json file in the original's shape:
-// {"mcpServers": {name: {command, args, env}}} or the same map without the
-// wrapper.
+// compiler never works from a file `ironcurtain serve` would refuse), and
+// its policy settings are the gateway's (config.Config.PolicySettings, the
+// function `ironcurtain serve` builds its engine with). An mcp-servers.json
+// file in the original's shape, {"mcpServers": {name: {command, args, env}}}
+// or the same map without the wrapper, names servers only.
 package gatewayconfig
 
 import (
@@ -26,9 +25,6 @@ import (
 	"ironcurtain.dev/gateway/policy"
 )
 
-// DefaultSandbox is the gateway's default sandbox.
-const DefaultSandbox = "/workspace"
-
 // Server is one configured tool server.
 type Server struct {
 	Name           string
@@ -43,18 +39,11 @@ func (s Server) External() bool { return s.Command != "" }
 
 // Config is what the compiler read.
 type Config struct {
-	File              string
-	Sandbox           string
-	ProtectedPaths    []string
-	ProtectedBranches []string
-	TrustedServers    []string
-	// SandboxSafeRoles are the path roles sandbox containment resolves
-	// (nil: the engine's default).
-	SandboxSafeRoles []policy.Role
-	Servers          []Server
-	// gateway holds the settings the gateway builds from a gateway.yaml
-	// (nil for an mcp-servers.json).
-	gateway *policy.Settings
+	File    string
+	Sandbox string
+	Servers []Server // sorted by name
+	// gateway is the loaded gateway.yaml (nil for an mcp-servers.json).
+	gateway *gwconfig.Config
 }
 
 // serverYAML is one server of an mcp-servers.json.
@@ -66,8 +55,8 @@ type serverYAML struct {
 }
 
 // Load reads a gateway.yaml (.yaml/.yml) or an mcp-servers.json (.json).
-// home expands a leading ~ in paths.
-func Load(path, home string) (*Config, error) {
+// A leading ~ in gateway.yaml paths expands from $HOME, as in the gateway.
+func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("loading server config: %w", err)
@@ -76,7 +65,7 @@ func Load(path, home string) (*Config, error) {
 	if strings.EqualFold(filepath.Ext(path), ".json") {
 		c, err = parseJSON(path, b)
 	} else {
-		c, err = parseYAML(path, b, home)
+		c, err = parseYAML(path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("loading server config: %w", err)
@@ -84,19 +73,31 @@ func Load(path, home string) (*Config, error) {
 	return c, nil
 }
 
-func parseYAML(path string, _ []byte, home string) (*Config, error) {
+func parseYAML(path string) (*Config, error) {
 	gc, err := gwconfig.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	st := gc.PolicySettings()
-	st.Home = home
-	c := &Config{File: path, Sandbox: gc.Sandbox(), ProtectedPaths: st.ProtectedPaths, ProtectedBranches: st.ProtectedBranches,
-		TrustedServers: st.TrustedServers, SandboxSafeRoles: st.SandboxSafeRoles, gateway: &st}
-	for _, sv := range gc.Servers() {
-		c.Servers = append(c.Servers, Server{Name: sv.Name, Command: sv.Command, Args: sv.Args, Env: sv.Env, AllowedDomains: sv.AllowedDomains})
+	c := &Config{File: path, Sandbox: gc.Sandbox, gateway: gc}
+	for _, name := range sortedNames(gc.Servers) {
+		sv := gc.Servers[name]
+		env := make(map[string]string, len(sv.Env))
+		for k, v := range sv.Env {
+			env[k] = v
+		}
+		c.Servers = append(c.Servers, Server{Name: name, Command: sv.Command, Args: append([]string(nil), sv.Args...), Env: env,
+			AllowedDomains: append([]string(nil), sv.AllowedDomains...)})
 	}
 	return c, nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func parseJSON(path string, b []byte) (*Config, error) {
@@ -119,7 +120,7 @@ func parseJSON(path string, b []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Config{File: path, Sandbox: DefaultSandbox, Servers: list}, nil
+	return &Config{File: path, Sandbox: gwconfig.DefaultSandbox, Servers: list}, nil
 }
 
 func convert(file, field string, m map[string]serverYAML) ([]Server, error) {
@@ -144,32 +145,17 @@ func convert(file, field string, m map[string]serverYAML) ([]Server, error) {
 	return out, errors.Join(errs...)
 }
 
-// Settings returns the policy settings the gateway would use (home expands ~):
-// for a gateway.yaml exactly the gateway's (config.PolicySettings).
+// Settings returns the policy settings verification runs with; home
+// expands ~ (the gateway's $HOME). For a gateway.yaml they are the gateway's
+// own, built by the same function (config.Config.PolicySettings); for an
+// mcp-servers.json, the default sandbox and the servers' domain allowlists.
 func (c *Config) Settings(home string) policy.Settings {
 	if c.gateway != nil {
-		s := *c.gateway // a copy the caller may change
+		s := c.gateway.PolicySettings() // a fresh copy the caller may change
 		s.Home = home
-		s.ProtectedPaths = append([]string(nil), s.ProtectedPaths...)
-		s.ProtectedBranches = append([]string(nil), s.ProtectedBranches...)
-		s.TrustedServers = append([]string(nil), s.TrustedServers...)
-		if s.DomainAllowlists != nil {
-			m := make(map[string][]string, len(s.DomainAllowlists))
-			for k, v := range s.DomainAllowlists {
-				m[k] = append([]string(nil), v...)
-			}
-			s.DomainAllowlists = m
-		}
 		return s
 	}
-	s := policy.Settings{
-		Sandbox:           c.Sandbox,
-		ProtectedPaths:    append([]string(nil), c.ProtectedPaths...),
-		ProtectedBranches: append([]string(nil), c.ProtectedBranches...),
-		TrustedServers:    append([]string(nil), c.TrustedServers...),
-		SandboxSafeRoles:  c.SandboxSafeRoles,
-		Home:              home,
-	}
+	s := policy.Settings{Sandbox: c.Sandbox, Home: home}
 	for _, sv := range c.Servers {
 		if len(sv.AllowedDomains) > 0 {
 			if s.DomainAllowlists == nil {

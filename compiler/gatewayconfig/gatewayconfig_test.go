@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	gwconfig "ironcurtain.dev/gateway/config"
 )
 
 func write(t *testing.T, name, body string) string {
@@ -68,7 +70,7 @@ servers:
 			file: "gateway.yaml",
 			body: "servers: {fetch: {allowed_domains: [\"*\"]}}\n",
 			check: func(t *testing.T, c *Config) {
-				if c.Sandbox != DefaultSandbox {
+				if c.Sandbox != gwconfig.DefaultSandbox {
 					t.Errorf("sandbox = %q", c.Sandbox)
 				}
 			},
@@ -118,7 +120,7 @@ servers:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("HOME", "/home/u") // the gateway's loader expands ~ from $HOME
-			c, err := Load(write(t, tt.file, tt.body), "/home/u")
+			c, err := Load(write(t, tt.file, tt.body))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -146,7 +148,7 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, err := Load(p, "/home/u")
+		c, err := Load(p)
 		if err != nil {
 			return
 		}

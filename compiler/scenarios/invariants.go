@@ -40,7 +40,7 @@ var writeRoles = []policy.Role{policy.RoleWritePath, policy.RoleDeletePath, poli
 func Invariants(ts toolset.Tools, s policy.Settings) []Scenario {
 	b := invariantBuilder{ts: ts, sandbox: s.Sandbox}
 	if b.sandbox == "" {
-		b.sandbox = "/workspace"
+		b.sandbox = policy.DefaultCompiledSandbox
 	}
 	servers := map[string]bool{}
 	keys := make([]string, 0, len(ts))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -129,6 +130,37 @@ func (s composeService) environment(t *testing.T) map[string]string {
 			}
 		}
 	}
+	return out
+}
+
+// secretNames lists the Compose secrets a service mounts (short or long
+// syntax), sorted.
+func (s composeService) secretNames(t *testing.T) []string {
+	t.Helper()
+	if s.Secrets.Kind == 0 {
+		return nil
+	}
+	var items []yaml.Node
+	if err := s.Secrets.Decode(&items); err != nil {
+		t.Fatalf("secrets: %v", err)
+	}
+	var out []string
+	for _, it := range items {
+		var name string
+		if it.Kind == yaml.ScalarNode {
+			name = it.Value
+		} else {
+			var long struct {
+				Source string `yaml:"source"`
+			}
+			if err := it.Decode(&long); err != nil {
+				t.Fatalf("secrets: %v", err)
+			}
+			name = long.Source
+		}
+		out = append(out, name)
+	}
+	sort.Strings(out)
 	return out
 }
 
@@ -359,11 +391,11 @@ func TestComposeAgentHoldsNoSecrets(t *testing.T) {
 	if a.EnvFile.Kind != 0 {
 		t.Errorf("the agent has an env_file: it would receive every variable of that file")
 	}
-	if a.Secrets.Kind != 0 {
-		t.Errorf("the agent mounts Compose secrets")
+	if got := a.secretNames(t); !reflect.DeepEqual(got, []string{"agent_token"}) {
+		t.Errorf("the agent mounts the Compose secrets %v, want its token only [agent_token]", got)
 	}
-	allowedVars := []string{"IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_MODEL", "IRONCURTAIN_TASK"}
-	allowedKeys := []string{"IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_MODEL", "IRONCURTAIN_MCP_URL",
+	allowedVars := []string{"IRONCURTAIN_MODEL", "IRONCURTAIN_TASK"}
+	allowedKeys := []string{"IRONCURTAIN_AGENT_TOKEN_FILE", "IRONCURTAIN_MODEL", "IRONCURTAIN_MCP_URL",
 		"IRONCURTAIN_MODEL_BASE_URL", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY",
 		"IRONCURTAIN_MAX_STEPS", "IRONCURTAIN_MAX_WALL", "IRONCURTAIN_MAX_TOKENS"}
 	for k, v := range a.environment(t) {
@@ -415,15 +447,15 @@ func TestComposeAgentShellHoldsNoSecrets(t *testing.T) {
 	if a.EnvFile.Kind != 0 {
 		t.Errorf("the agent shell has an env_file: it would receive every variable of that file")
 	}
-	if a.Secrets.Kind != 0 {
-		t.Errorf("the agent shell mounts Compose secrets")
+	if got := a.secretNames(t); !reflect.DeepEqual(got, []string{"agent_token"}) {
+		t.Errorf("the agent shell mounts the Compose secrets %v, want its token only [agent_token]", got)
 	}
-	allowedVars := []string{"IRONCURTAIN_AGENT_TOKEN", "IC_AGENT_SHELL_IMAGE"}
-	allowedKeys := []string{"IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_GATEWAY_URL", "IRONCURTAIN_MCP_URL",
+	allowedVars := []string{"IC_AGENT_SHELL_IMAGE"}
+	allowedKeys := []string{"IRONCURTAIN_AGENT_TOKEN_FILE", "IRONCURTAIN_GATEWAY_URL", "IRONCURTAIN_MCP_URL",
 		"IRONCURTAIN_MODEL_BASE_URL", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"}
 	env := a.environment(t)
-	if env["IRONCURTAIN_AGENT_TOKEN"] != "${IRONCURTAIN_AGENT_TOKEN}" {
-		t.Errorf("agent-shell IRONCURTAIN_AGENT_TOKEN = %q, want ${IRONCURTAIN_AGENT_TOKEN}", env["IRONCURTAIN_AGENT_TOKEN"])
+	if env["IRONCURTAIN_AGENT_TOKEN_FILE"] != "/run/secrets/agent_token" {
+		t.Errorf("agent-shell IRONCURTAIN_AGENT_TOKEN_FILE = %q, want /run/secrets/agent_token", env["IRONCURTAIN_AGENT_TOKEN_FILE"])
 	}
 	for k, v := range env {
 		if !contains(allowedKeys, k) {
@@ -586,11 +618,12 @@ func TestComposeEnvExampleDocumentsEveryVariable(t *testing.T) {
 			t.Errorf("%s: %s has no comment", composeEnv, v)
 		}
 	}
-	// The generated secrets are empty in the example (make up fills them).
+	// Secrets are files (compose/secrets/, make up writes them): the example
+	// (and so compose/.env) holds none, not even empty.
 	for _, l := range example {
-		for _, secret := range []string{"POSTGRES_PASSWORD", "IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_OPERATOR_TOKEN", "IRONCURTAIN_METRICS_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN"} {
-			if strings.HasPrefix(l, secret+"=") && l != secret+"=" {
-				t.Errorf("%s carries a value for %s", composeEnv, secret)
+		for _, secret := range []string{"POSTGRES_PASSWORD", "IRONCURTAIN_AGENT_TOKEN", "IRONCURTAIN_OPERATOR_TOKEN", "IRONCURTAIN_METRICS_TOKEN", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "GRAFANA_ADMIN_PASSWORD"} {
+			if strings.HasPrefix(strings.TrimLeft(l, "# "), secret+"=") {
+				t.Errorf("%s lists %s: secrets are files under compose/secrets/", composeEnv, secret)
 			}
 		}
 	}
@@ -608,7 +641,7 @@ func TestComposeConfigAccepted(t *testing.T) {
 		testenv.Missing(t, "neither docker compose nor docker-compose is installed (make up needs one)")
 	}
 	env := filepath.Join(t.TempDir(), "env")
-	if err := os.WriteFile(env, []byte("POSTGRES_PASSWORD=p\nIRONCURTAIN_AGENT_TOKEN=a\nIRONCURTAIN_OPERATOR_TOKEN=o\n"), 0o600); err != nil {
+	if err := os.WriteFile(env, []byte("IRONCURTAIN_OPS_PORT=8081\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -682,11 +715,21 @@ func TestComposeAgentOverrides(t *testing.T) {
 				t.Errorf("%s changes more of agent-shell than its image, build and environment", rel)
 			}
 			for _, ref := range varRefs(string(readFile(t, rel))) {
-				if ref != "IRONCURTAIN_AGENT_TOKEN" && ref != "IC_AGENT_SHELL_IMAGE" {
-					t.Errorf("%s interpolates ${%s}", rel, ref)
+				if ref != "IC_AGENT_SHELL_IMAGE" {
+					t.Errorf("%s interpolates ${%s} (the agent token comes from its file: IRONCURTAIN_AGENT_TOKEN_VARS)", rel, ref)
 				}
 			}
-			for k, v := range s.environment(t) {
+			env := s.environment(t)
+			if names := strings.Fields(env["IRONCURTAIN_AGENT_TOKEN_VARS"]); len(names) == 0 {
+				t.Errorf("%s names no model key variable in IRONCURTAIN_AGENT_TOKEN_VARS", rel)
+			} else {
+				for _, n := range names {
+					if !regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`).MatchString(n) {
+						t.Errorf("%s: IRONCURTAIN_AGENT_TOKEN_VARS names %q", rel, n)
+					}
+				}
+			}
+			for k, v := range env {
 				if !strings.Contains(v, "://") {
 					continue
 				}

@@ -46,7 +46,7 @@ type listeners struct {
 	} `yaml:"ops"`
 }
 
-// Defaults of the gateway (gateway/internal/config) for absent listen keys.
+// Defaults of the gateway (gateway/config) for absent listen keys.
 const (
 	defaultAgentListen  = ":8080"
 	defaultEgressListen = ":3128"

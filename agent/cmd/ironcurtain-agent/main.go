@@ -43,6 +43,10 @@ type env struct {
 }
 
 func main() {
+	if err := applyTokenFile(os.Getenv, os.Setenv); err != nil {
+		fmt.Fprintf(os.Stderr, "ironcurtain-agent: %v\n", err)
+		os.Exit(exitUsage)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, env{
 		args:    os.Args[1:],

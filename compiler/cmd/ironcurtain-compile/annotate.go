@@ -31,7 +31,7 @@ func runAnnotate(ctx context.Context, e env) int {
 		fmt.Fprintln(e.stderr, "ironcurtain-compile annotate-tools: --servers and --out are required")
 		return exitUsage
 	}
-	gc, err := gatewayconfig.Load(*config, e.getenv("HOME"))
+	gc, err := gatewayconfig.Load(*config)
 	if err != nil {
 		return fail(e, "annotate-tools", usageErr("--servers: %v", err))
 	}

@@ -14,6 +14,7 @@ import (
 	"ironcurtain.dev/compiler/gatewayconfig"
 	"ironcurtain.dev/compiler/model"
 	"ironcurtain.dev/compiler/structured"
+	gwconfig "ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -148,7 +149,7 @@ const DefaultHome = "/home/agent"
 
 func (s *settingsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.gatewayConfig, "gateway-config", "", "gateway.yaml to take the sandbox, protected paths and branches and domain allowlists from")
-	fs.StringVar(&s.sandbox, "sandbox", "", "sandbox directory (default: gateway.yaml's, else "+gatewayconfig.DefaultSandbox+")")
+	fs.StringVar(&s.sandbox, "sandbox", "", "sandbox directory (default: gateway.yaml's, else "+gwconfig.DefaultSandbox+")")
 	fs.StringVar(&s.home, "home", DefaultHome, "home directory that ~ in rules expands to during verification (the gateway's $HOME)")
 	fs.Var(&s.protectedPaths, "protected-path", "extra protected path (repeatable)")
 	fs.Var(&s.protectedBranches, "protected-branch", "protected branch (repeatable; default main, master)")
@@ -159,9 +160,9 @@ func (s *settingsFlags) register(fs *flag.FlagSet) {
 // settings returns the engine settings and the gateway config (may be nil).
 func (s *settingsFlags) settings() (policy.Settings, *gatewayconfig.Config, error) {
 	var gc *gatewayconfig.Config
-	st := policy.Settings{Sandbox: gatewayconfig.DefaultSandbox, Home: s.home}
+	st := policy.Settings{Sandbox: gwconfig.DefaultSandbox, Home: s.home}
 	if s.gatewayConfig != "" {
-		c, err := gatewayconfig.Load(s.gatewayConfig, s.home)
+		c, err := gatewayconfig.Load(s.gatewayConfig)
 		if err != nil {
 			return st, nil, usageErr("--gateway-config: %v", err)
 		}

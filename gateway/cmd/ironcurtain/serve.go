@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/buildinfo"
 	"ironcurtain.dev/gateway/internal/cli"
-	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 )
 
 func TestStartAutoApproverRefusals(t *testing.T) {

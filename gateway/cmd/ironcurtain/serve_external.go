@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/netpolicy"

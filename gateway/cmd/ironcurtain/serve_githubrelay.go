@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/doors/githubrelay"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/launcher"
 	"ironcurtain.dev/gateway/internal/servers/external"

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/secretscan"
 )

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/git"
 	"ironcurtain.dev/gateway/policy"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/session/minted"
 	"ironcurtain.dev/gateway/internal/session/workspace"

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 )
 
 // pid1Cmdline is where the healthcheck finds the configuration the

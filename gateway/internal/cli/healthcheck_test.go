@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 )
 
 func TestProbeAddr(t *testing.T) {

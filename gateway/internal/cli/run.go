@@ -15,11 +15,18 @@ import (
 )
 
 // runEnvFile is the stack's environment file, read for the variables the
-// process does not set (the operator token).
-const runEnvFile = "compose/.env"
+// process does not set; runOperatorTokenFile is the stack's operator token
+// (compose/stack.sh env writes both).
+const (
+	runEnvFile           = "compose/.env"
+	runOperatorTokenFile = "compose/secrets/operator-token"
+)
 
 func runRun(ctx context.Context, e Env) int {
 	getenv, err := runcmd.DotEnv(runEnvFile, e.Getenv)
+	if err == nil {
+		getenv, err = runcmd.SecretFile(runcmd.EnvOperatorToken, runOperatorTokenFile, getenv)
+	}
 	if err != nil {
 		fmt.Fprintf(e.Stderr, "ironcurtain run: %v\n", err)
 		return 1

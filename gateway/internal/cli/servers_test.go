@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 )
 
 // fetchServersYAML is the servers section a test gateway.yaml needs (the

@@ -14,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/policy"
 )

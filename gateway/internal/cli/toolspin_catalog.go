@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/policy"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/policy"
 )

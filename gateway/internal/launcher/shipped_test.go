@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 )
 
 // TestShippedComposeServers: compose/launcher.yaml parses, and every image

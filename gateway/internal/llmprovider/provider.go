@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 )
 
 // Provider names: the first path segment after the relay's prefix, and the

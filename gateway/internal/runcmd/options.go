@@ -206,7 +206,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Options
 	o.OpsURL = or(o.OpsURL, getenv(EnvOpsURL), DefaultOpsURL)
 	o.OperatorToken = getenv(EnvOperatorToken)
 	if o.OperatorToken == "" {
-		return o, usageErr("%s: missing (set it, or run from the repository so compose/.env is read; make up creates it)", EnvOperatorToken)
+		return o, usageErr("%s: missing (set it, or run from the repository so compose/secrets/operator-token is read; make up creates it)", EnvOperatorToken)
 	}
 	o.WorkspacesDir = or(o.WorkspacesDir, getenv(EnvWorkspacesDir))
 	if o.WorkspacesDir != "" && !filepath.IsAbs(o.WorkspacesDir) {

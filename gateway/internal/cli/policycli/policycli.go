@@ -14,9 +14,9 @@ import (
 	"io"
 	"strings"
 
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/cli/opscli"
-	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/policy"
 )
 

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/gitremote"
-	"ironcurtain.dev/gateway/internal/config"
 	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/replay"
 	"ironcurtain.dev/gateway/internal/store"

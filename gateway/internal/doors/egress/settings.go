@@ -3,7 +3,7 @@ package egress
 import (
 	"fmt"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 

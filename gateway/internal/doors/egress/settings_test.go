@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/config"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/netlimit"
 )
 

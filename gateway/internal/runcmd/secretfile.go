@@ -1,0 +1,32 @@
+package runcmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// SecretFile returns a getenv that falls back, for the variable name only,
+// to the one-line content of path (the stack's compose/secrets/ file, which
+// `make up` writes) when getenv does not set it. A missing file is no error;
+// an unreadable one is. The content is never part of an error.
+func SecretFile(name, path string, getenv func(string) string) (func(string) string, error) {
+	if getenv(name) != "" {
+		return getenv, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return getenv, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	v := strings.TrimSpace(string(b))
+	return func(k string) string {
+		if k == name {
+			return v
+		}
+		return getenv(k)
+	}, nil
+}

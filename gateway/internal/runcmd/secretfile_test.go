@@ -1,0 +1,41 @@
+package runcmd
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "operator-token")
+	if err := os.WriteFile(file, []byte("ic-operator-x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"OTHER": "o"}
+	getenv := func(k string) string { return env[k] }
+
+	g, err := SecretFile(EnvOperatorToken, file, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g(EnvOperatorToken); got != "ic-operator-x" {
+		t.Errorf("from the file: %q", got)
+	}
+	if got := g("OTHER"); got != "o" {
+		t.Errorf("other variables: %q", got)
+	}
+
+	env[EnvOperatorToken] = "from-env"
+	if g, err = SecretFile(EnvOperatorToken, file, getenv); err != nil || g(EnvOperatorToken) != "from-env" {
+		t.Errorf("the environment wins: %q, %v", g(EnvOperatorToken), err)
+	}
+
+	delete(env, EnvOperatorToken)
+	if g, err = SecretFile(EnvOperatorToken, filepath.Join(dir, "missing"), getenv); err != nil || g(EnvOperatorToken) != "" {
+		t.Errorf("a missing file: %q, %v", g(EnvOperatorToken), err)
+	}
+	if _, err = SecretFile(EnvOperatorToken, dir, getenv); err == nil {
+		t.Error("an unreadable file (a directory) is no error")
+	}
+}
