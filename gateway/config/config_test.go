@@ -58,7 +58,7 @@ servers:
 			name: "defaults",
 			yaml: ``,
 			check: func(t *testing.T, c *Config) {
-				if c.Sandbox != DefaultSandbox || c.PolicyDir != DefaultPolicyDir || !reflect.DeepEqual(c.ProtectedBranches, policy.DefaultProtectedBranches) {
+				if c.Sandbox != DefaultSandbox || c.PolicyDir != DefaultPolicyDir || !reflect.DeepEqual(c.ProtectedBranches, policy.DefaultProtectedBranches()) {
 					t.Fatalf("defaults not applied: %+v", c)
 				}
 				if !reflect.DeepEqual(c.SandboxSafeRoles, policy.DefaultSandboxSafeRoles()) {
