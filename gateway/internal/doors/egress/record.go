@@ -155,23 +155,12 @@ func (st *reqState) recordedHost() string {
 func (st *reqState) event() *audit.EgressEvent {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	ev := &audit.EgressEvent{
-		ID:        st.id,
-		SessionID: st.session,
-		Time:      st.start,
-		Kind:      st.kind,
-		Method:    st.method,
-		Host:      st.recordedHost(),
-		Port:      st.port,
-		Decision:  st.decision,
-		Reason:    st.reason,
-		Rule:      st.rule,
-		BytesUp:   st.up.Load(),
-		BytesDown: st.down.Load(),
-		Duration:  time.Since(st.start),
-		Error:     st.errText,
-		TraceID:   st.traceID,
-	}
+	ev := audit.NewEgressEvent(audit.EgressFields{
+		ID: st.id, SessionID: st.session, TraceID: st.traceID, Time: st.start,
+		Kind: st.kind, Method: st.method, Host: st.recordedHost(), Port: st.port,
+	})
+	ev.Decision, ev.Reason, ev.Rule, ev.Error = st.decision, st.reason, st.rule, st.errText
+	ev.BytesUp, ev.BytesDown, ev.Duration = st.up.Load(), st.down.Load(), time.Since(st.start)
 	if st.resolved.IsValid() {
 		ev.ResolvedIP = st.resolved.String()
 	}
