@@ -530,7 +530,7 @@ func TestAuditFailureRefuses(t *testing.T) {
 	if resp, body := tr.anthropic(t, tokenS1, anthropicBody); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	waitFor(t, func() bool { return tr.relay.auditDown.Load() })
+	waitFor(t, func() bool { return tr.relay.rec.Down() })
 	resp, body := tr.anthropic(t, tokenS1, anthropicBody)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
@@ -543,7 +543,7 @@ func TestAuditFailureRefuses(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	waitFor(t, func() bool { return !tr.relay.auditDown.Load() })
+	waitFor(t, func() bool { return !tr.relay.rec.Down() })
 	if resp, body := tr.anthropic(t, tokenS1, anthropicBody); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
