@@ -50,8 +50,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/gitwire"
@@ -433,7 +431,7 @@ func (h *Handler) egress(ctx context.Context, rp repo, method string, start time
 			port = n
 		}
 	}
-	ev := servers.NewEgressEvent(ctx, servers.Egress{ID: uuid.NewString(), Start: start, Kind: "git", Method: method, Host: host, Port: port})
+	ev := servers.NewEgressEvent(ctx, servers.Egress{Start: start, Kind: "git", Method: method, Host: host, Port: port})
 	ev.Decision, ev.Reason = "allow", "git "+method+" of "+rp.url+" by the git HTTP door"
 	ev.BytesUp, ev.Duration = bytesUp, h.now().Sub(start)
 	if err != nil {

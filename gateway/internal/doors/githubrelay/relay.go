@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
@@ -391,7 +389,7 @@ func (h *Handler) egress(ctx context.Context, sessionID, method, target string, 
 	} else if u.Scheme == "http" {
 		port = 80
 	}
-	ev := servers.NewEgressEvent(ctx, servers.Egress{ID: uuid.NewString(), Start: start, Kind: "github", Method: method, Host: u.Hostname(), Port: port})
+	ev := servers.NewEgressEvent(ctx, servers.Egress{Start: start, Kind: "github", Method: method, Host: u.Hostname(), Port: port})
 	if ev.SessionID == "" { // outside a call: the request's session
 		ev.SessionID = sessionID
 	}
