@@ -329,9 +329,11 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 			r.ev = &ToolCallOutcome{CallID: r.id, SessionID: session, Time: at, Status: t[0], Error: t[1],
 				Duration: time.Duration(n[0]), ResultBytes: int(n[1]), Truncated: b}
 		case "egress_events":
-			r.ev = &EgressEvent{ID: r.id, SessionID: session, Time: at, ToolCallID: t[0], Kind: t[1], Method: t[2], Host: t[3],
-				ResolvedIP: t[4], Decision: t[5], Reason: t[6], Rule: t[7], Error: t[8],
-				Port: int(n[0]), BytesUp: n[1], BytesDown: n[2], Duration: time.Duration(n[3])}
+			ev := NewEgressEvent(EgressFields{ID: r.id, SessionID: session, Time: at, ToolCallID: t[0], Kind: t[1], Method: t[2], Host: t[3],
+				Port: int(n[0])})
+			ev.ResolvedIP, ev.Decision, ev.Reason, ev.Rule, ev.Error = t[4], t[5], t[6], t[7], t[8]
+			ev.BytesUp, ev.BytesDown, ev.Duration = n[1], n[2], time.Duration(n[3])
+			r.ev = ev
 		case "llm_calls":
 			r.ev = &LLMCall{ID: r.id, SessionID: session, Time: at, Provider: t[0], Model: t[1], Path: t[2], Error: t[3],
 				StatusCode: int(n[0]), InputTokens: n[1], OutputTokens: n[2], Duration: time.Duration(n[3]), Stream: b, CostUSD: f}

@@ -3,15 +3,23 @@ package gate
 import (
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // The import rules of the doors and the gate, read from `go list`: no door
 // imports another door, only the MCP door imports mcp-go's server package,
-// and the gate imports no door.
+// and the gate imports no door. And, read from the source: the egress
+// record has one constructor (audit.NewEgressEvent).
 const (
 	modulePath = "ironcurtain.dev/gateway"
 	doorsPath  = modulePath + "/internal/doors/"
@@ -108,6 +116,160 @@ func TestArchitectureViolations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := violations(tt.p); len(got) != tt.want {
 				t.Fatalf("violations = %q, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// egressConstructor is the one file whose non-test code may build an
+// audit.EgressEvent itself (a composite literal or new).
+const egressConstructor = "internal/audit/egress.go"
+
+func TestOneEgressConstructor(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "go.mod")); err != nil || !strings.Contains(string(b), "module "+modulePath+"\n") {
+		t.Fatalf("%s is not the root of %s (%v)", root, modulePath, err)
+	}
+	var found []string
+	files := 0
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		rel, _ := filepath.Rel(root, path)
+		for _, at := range egressLiterals(fset, f) {
+			found = append(found, filepath.ToSlash(rel)+":"+at)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the module's source: %v", err)
+	}
+	if files < 100 {
+		t.Fatalf("read %d Go files; the module was not read", files)
+	}
+	var others []string
+	own := 0
+	for _, at := range found {
+		if strings.HasPrefix(at, egressConstructor+":") {
+			own++
+		} else {
+			others = append(others, at)
+		}
+	}
+	if len(others) > 0 {
+		t.Errorf("audit.EgressEvent built outside its constructor (use audit.NewEgressEvent or servers.NewEgressEvent): %s", strings.Join(others, ", "))
+	}
+	if own != 1 {
+		t.Errorf("%s builds audit.EgressEvent %d times, want once (the constructor)", egressConstructor, own)
+	}
+}
+
+// egressLiterals returns the line:column of each place f builds an
+// EgressEvent itself: a composite literal (EgressEvent{...},
+// audit.EgressEvent{...}, an element of []*audit.EgressEvent{{...}}) or
+// new(EgressEvent).
+func egressLiterals(fset *token.FileSet, f *ast.File) []string {
+	var out []string
+	at := func(n ast.Node) {
+		p := fset.Position(n.Pos())
+		out = append(out, strconv.Itoa(p.Line)+":"+strconv.Itoa(p.Column))
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CompositeLit:
+			if isEgressEvent(n.Type) {
+				at(n)
+			}
+			if isEgressEvent(elemType(n.Type)) {
+				for _, e := range n.Elts {
+					if lit := elidedLit(e); lit != nil {
+						at(lit)
+					}
+				}
+			}
+		case *ast.CallExpr:
+			if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "new" && len(n.Args) == 1 && isEgressEvent(n.Args[0]) {
+				at(n)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// isEgressEvent reports whether e names the type EgressEvent (or a pointer
+// to it).
+func isEgressEvent(e ast.Expr) bool {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name == "EgressEvent"
+	case *ast.SelectorExpr:
+		return e.Sel.Name == "EgressEvent"
+	case *ast.ParenExpr:
+		return isEgressEvent(e.X)
+	case *ast.StarExpr:
+		return isEgressEvent(e.X)
+	}
+	return false
+}
+
+// elemType is the element type of an array, slice or map type (else nil).
+func elemType(e ast.Expr) ast.Expr {
+	switch e := e.(type) {
+	case *ast.ArrayType:
+		return e.Elt
+	case *ast.MapType:
+		return e.Value
+	}
+	return nil
+}
+
+// elidedLit is the element literal with its type left out ({...}, also
+// as a map value); nil for anything else.
+func elidedLit(e ast.Expr) *ast.CompositeLit {
+	if kv, ok := e.(*ast.KeyValueExpr); ok {
+		e = kv.Value
+	}
+	if lit, ok := e.(*ast.CompositeLit); ok && lit.Type == nil {
+		return lit
+	}
+	return nil
+}
+
+func TestEgressLiterals(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want int
+	}{
+		{name: "constructor call", src: "func f() { _ = audit.NewEgressEvent(audit.EgressFields{}) }", want: 0},
+		{name: "pointer literal", src: "func f() { _ = &audit.EgressEvent{ID: \"x\"} }", want: 1},
+		{name: "value literal in the package", src: "func f() { _ = EgressEvent{} }", want: 1},
+		{name: "new", src: "func f() { _ = new(audit.EgressEvent) }", want: 1},
+		{name: "slice of literals", src: "func f() { _ = []*audit.EgressEvent{{ID: \"x\"}, {}} }", want: 2},
+		{name: "map of literals", src: "func f() { _ = map[string]audit.EgressEvent{\"a\": {}} }", want: 1},
+		{name: "slice of constructed records", src: "func f() { _ = []*audit.EgressEvent{audit.NewEgressEvent(audit.EgressFields{})} }", want: 0},
+		{name: "other type", src: "func f() { _ = audit.LLMCall{} }", want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, "x.go", "package p\n"+tt.src+"\n", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := egressLiterals(fset, f); len(got) != tt.want {
+				t.Fatalf("egressLiterals = %q, want %d", got, tt.want)
 			}
 		})
 	}

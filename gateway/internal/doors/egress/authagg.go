@@ -69,16 +69,12 @@ func (a *authFailures) take() []*audit.EgressEvent {
 	out := make([]*audit.EgressEvent, 0, len(names))
 	for _, src := range names {
 		s := sources[src]
-		out = append(out, &audit.EgressEvent{
-			ID:       uuid.NewString(),
-			Time:     s.first,
-			Kind:     "auth-failures",
-			Decision: decisionDeny,
-			Rule:     ruleAuth,
-			Reason: fmt.Sprintf("%d proxy requests without a valid agent token from %s between %s and %s (last: %s)",
-				s.count, src, s.first.UTC().Format(time.RFC3339), s.last.UTC().Format(time.RFC3339), s.lastReason),
-			Duration: s.last.Sub(s.first),
-		})
+		ev := audit.NewEgressEvent(audit.EgressFields{ID: uuid.NewString(), Time: s.first, Kind: "auth-failures"})
+		ev.Decision, ev.Rule = decisionDeny, ruleAuth
+		ev.Reason = fmt.Sprintf("%d proxy requests without a valid agent token from %s between %s and %s (last: %s)",
+			s.count, src, s.first.UTC().Format(time.RFC3339), s.last.UTC().Format(time.RFC3339), s.lastReason)
+		ev.Duration = s.last.Sub(s.first)
+		out = append(out, ev)
 	}
 	return out
 }

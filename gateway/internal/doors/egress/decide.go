@@ -38,7 +38,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, st *reqState, h net
 		return p.refuse(st, ref)
 	}
 	st.session = sessID
-	if p.auditDown.Load() {
+	if p.rec.Down() {
 		return p.refuse(st, &refusal{http.StatusServiceUnavailable, ruleAudit, "the audit log is unavailable, so egress is paused"})
 	}
 	if !p.ports[port] {

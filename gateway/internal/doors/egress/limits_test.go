@@ -331,7 +331,7 @@ func TestProxyAuditDownFailsClosed(t *testing.T) {
 	if s := status(); s != 200 {
 		t.Fatalf("first tunnel %d", s)
 	}
-	waitFor(t, func() bool { return tp.p.auditDown.Load() })
+	waitFor(t, func() bool { return tp.p.rec.Down() })
 	if s := status(); s != http.StatusServiceUnavailable {
 		t.Fatalf("with the audit sink down: %d; want 503", s)
 	}
@@ -343,7 +343,7 @@ func TestProxyAuditDownFailsClosed(t *testing.T) {
 	if s := status(); s != http.StatusServiceUnavailable {
 		t.Fatalf("first request after recovery: %d; want 503 (its record re-opens egress)", s)
 	}
-	waitFor(t, func() bool { return !tp.p.auditDown.Load() })
+	waitFor(t, func() bool { return !tp.p.rec.Down() })
 	if s := status(); s != 200 {
 		t.Fatalf("after recovery: %d", s)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/tracing"
@@ -129,7 +130,7 @@ type Proxy struct {
 	gp         *goproxy.ProxyHttpServer
 	ports      map[int]bool
 
-	auditDown atomic.Bool // the last audit write failed: refuse new egress
+	rec *gate.Recorder // writes each request's record; Down: refuse new egress
 
 	mu       sync.Mutex
 	draining bool                               // set once by Serve; after it no request joins inflight
@@ -195,7 +196,7 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 		return nil, fmt.Errorf("creating egress proxy: %w", err)
 	}
 	p := &Proxy{
-		cfg: c, guard: g, auth: d.Auth, sink: d.Sink, escalator: d.Escalator, approvals: d.Approvals, secrets: d.Secrets,
+		cfg: c, guard: g, auth: d.Auth, sink: d.Sink, rec: gate.NewRecorder(d.Sink), escalator: d.Escalator, approvals: d.Approvals, secrets: d.Secrets,
 		log: d.Logger, tracer: d.Tracer, metrics: m, ports: ports, servers: srvIDs,
 		perSess: map[string]int{}, approved: map[approvalKey]string{}, pending: map[approvalKey]*pendingEscalation{},
 		conns: map[net.Conn]struct{}{}, authFails: newAuthFailures(), authAggWindow: authAggWindow,

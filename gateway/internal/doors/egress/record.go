@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -40,8 +41,9 @@ const (
 	ruleDial       = "egress.dial" // the upstream could not be reached (not a policy decision)
 )
 
-// recordTimeout bounds one audit write at the end of a request.
-const recordTimeout = 10 * time.Second
+// recordTimeout bounds one audit write at the end of a request (the
+// aggregated auth failures'; a request's own record: gate.Recorder).
+const recordTimeout = gate.RecordTimeout
 
 // reqState follows one proxied request or tunnel from arrival to its audit
 // event. The handler goroutine owns most fields; the ones written from
@@ -155,23 +157,12 @@ func (st *reqState) recordedHost() string {
 func (st *reqState) event() *audit.EgressEvent {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	ev := &audit.EgressEvent{
-		ID:        st.id,
-		SessionID: st.session,
-		Time:      st.start,
-		Kind:      st.kind,
-		Method:    st.method,
-		Host:      st.recordedHost(),
-		Port:      st.port,
-		Decision:  st.decision,
-		Reason:    st.reason,
-		Rule:      st.rule,
-		BytesUp:   st.up.Load(),
-		BytesDown: st.down.Load(),
-		Duration:  time.Since(st.start),
-		Error:     st.errText,
-		TraceID:   st.traceID,
-	}
+	ev := audit.NewEgressEvent(audit.EgressFields{
+		ID: st.id, SessionID: st.session, TraceID: st.traceID, Time: st.start,
+		Kind: st.kind, Method: st.method, Host: st.recordedHost(), Port: st.port,
+	})
+	ev.Decision, ev.Reason, ev.Rule, ev.Error = st.decision, st.reason, st.rule, st.errText
+	ev.BytesUp, ev.BytesDown, ev.Duration = st.up.Load(), st.down.Load(), time.Since(st.start)
 	if st.resolved.IsValid() {
 		ev.ResolvedIP = st.resolved.String()
 	}
@@ -208,10 +199,7 @@ func (p *Proxy) finish(st *reqState) {
 	}
 	p.metrics.bytes.WithLabelValues("up").Add(float64(ev.BytesUp))
 	p.metrics.bytes.WithLabelValues("down").Add(float64(ev.BytesDown))
-	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-	defer cancel()
-	if err := p.sink.Record(ctx, ev); err != nil {
-		p.auditDown.Store(true)
+	if err := p.rec.Record(ev); err != nil { // a failure refuses new egress (gate.Recorder)
 		p.metrics.auditFailures.Inc()
 		// Keep the event in the log so it is not lost altogether.
 		b, _ := json.Marshal(ev)
@@ -219,5 +207,4 @@ func (p *Proxy) finish(st *reqState) {
 			slog.String("error", err.Error()), slog.String("event", string(b)))
 		return
 	}
-	p.auditDown.Store(false)
 }

@@ -49,8 +49,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/auth"
 	"ironcurtain.dev/gateway/internal/gate"
@@ -58,7 +56,6 @@ import (
 	"ironcurtain.dev/gateway/internal/gitwire"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/session"
-	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -411,7 +408,6 @@ func (h *Handler) egress(ctx context.Context, rp repo, method string, start time
 	if h.d.Audit == nil {
 		return
 	}
-	info, _ := servers.CallInfoFrom(ctx)
 	host, port := rp.host, 443
 	if hp, ps, ok := strings.Cut(rp.host, ":"); ok {
 		host = hp
@@ -419,10 +415,9 @@ func (h *Handler) egress(ctx context.Context, rp repo, method string, start time
 			port = n
 		}
 	}
-	ev := &audit.EgressEvent{ID: uuid.NewString(), SessionID: info.SessionID, ToolCallID: info.CallID, Time: start,
-		Kind: "git", Method: method, Host: host, Port: port, Decision: "allow",
-		Reason: "git " + method + " of " + rp.url + " by the git HTTP door", BytesUp: bytesUp, Duration: h.now().Sub(start),
-		TraceID: tracing.TraceID(ctx)}
+	ev := servers.NewEgressEvent(ctx, servers.Egress{Start: start, Kind: "git", Method: method, Host: host, Port: port})
+	ev.Decision, ev.Reason = "allow", "git "+method+" of "+rp.url+" by the git HTTP door"
+	ev.BytesUp, ev.Duration = bytesUp, h.now().Sub(start)
 	if err != nil {
 		ev.Error = gitwire.Sanitize(err.Error())
 	}

@@ -15,15 +15,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/auth"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/github"
 	"ironcurtain.dev/gateway/internal/session"
-	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/policy"
 	"ironcurtain.dev/gateway/strictjson"
 )
@@ -381,10 +378,6 @@ func (h *Handler) egress(ctx context.Context, sessionID, method, target string, 
 	if h.d.Audit == nil {
 		return
 	}
-	info, _ := servers.CallInfoFrom(ctx)
-	if info.SessionID != "" {
-		sessionID = info.SessionID
-	}
 	u, perr := url.Parse(target)
 	if perr != nil {
 		return
@@ -397,11 +390,13 @@ func (h *Handler) egress(ctx context.Context, sessionID, method, target string, 
 	} else if u.Scheme == "http" {
 		port = 80
 	}
-	ev := &audit.EgressEvent{ID: uuid.NewString(), SessionID: sessionID, ToolCallID: info.CallID, Time: start,
-		Kind: "github", Method: method, Host: u.Hostname(), Port: port, Decision: "allow",
-		Reason: fmt.Sprintf("GitHub relay: %s %s answered %d", method, clip(u.Path), status), BytesUp: up, BytesDown: down, Duration: time.Since(start),
-		TraceID: tracing.TraceID(ctx)}
-	if info.CallID == "" {
+	ev := servers.NewEgressEvent(ctx, servers.Egress{Start: start, Kind: "github", Method: method, Host: u.Hostname(), Port: port})
+	if ev.SessionID == "" { // outside a call: the request's session
+		ev.SessionID = sessionID
+	}
+	ev.Decision, ev.Reason = "allow", fmt.Sprintf("GitHub relay: %s %s answered %d", method, clip(u.Path), status)
+	ev.BytesUp, ev.BytesDown, ev.Duration = up, down, time.Since(start)
+	if ev.ToolCallID == "" {
 		ev.Reason = "GitHub relay: node lookup to decide a mutation, answered " + strconv.Itoa(status)
 	}
 	if err != nil {

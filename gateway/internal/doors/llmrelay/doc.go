@@ -13,4 +13,12 @@
 // model, tokens and estimated cost; spend is kept per session (seeded from a
 // Spend store when one is given) and a spent budget refuses further calls in
 // the provider's own error shape. See docs/relay.md.
+//
+// The relay is a door that does not hand its calls to the gate's call
+// pipeline (gate.Gate.Do): a model call is not a tool call (no policy rule
+// set decides it, and it never asks a human: it is allowed within the
+// provider's path allowlist, the budget and the secret scan, or refused).
+// Its one record per call, written when the call ends, goes through
+// gate.Recorder, like the egress proxy's: a failed write refuses new model
+// calls until a write succeeds.
 package llmrelay

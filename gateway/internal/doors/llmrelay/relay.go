@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +16,7 @@ import (
 
 	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/tracing"
@@ -97,7 +97,7 @@ type Relay struct {
 	bodyTimeout       time.Duration // reading a request body
 
 	auth      session.Authenticator
-	sink      audit.Sink
+	rec       *gate.Recorder // writes each call's record; Down: refuse new calls
 	secrets   SecretSource
 	ledger    *ledger
 	prices    *llmprovider.PriceTable
@@ -105,7 +105,6 @@ type Relay struct {
 	log       *slog.Logger
 	tracer    trace.Tracer
 	transport *http.Transport
-	auditDown atomic.Bool // the last audit write failed: refuse new calls
 }
 
 // New builds a Relay. API keys are read from the environment here; a
@@ -136,7 +135,7 @@ func New(cfg Config, deps Deps) (*Relay, error) {
 		unsafeServerTools: cfg.UnsafeAllowServerTools,
 		bodyTimeout:       bodyReadTimeout,
 		auth:              deps.Auth,
-		sink:              deps.Sink,
+		rec:               gate.NewRecorder(deps.Sink),
 		secrets:           deps.Secrets,
 		ledger:            newLedger(cfg.Budget, cfg.SessionBudgets, deps.Spend, orDefault(cfg.MaxConcurrentPerSession, DefaultMaxConcurrentPerSession)),
 		prices:            llmprovider.NewPriceTable(cfg.Prices),

@@ -532,7 +532,7 @@ func TestAuditFailureRefuses(t *testing.T) {
 	if resp, body := tr.anthropic(t, tokenS1, anthropicBody); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	waitFor(t, func() bool { return tr.relay.auditDown.Load() })
+	waitFor(t, func() bool { return tr.relay.rec.Down() })
 	resp, body := tr.anthropic(t, tokenS1, anthropicBody)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
@@ -545,7 +545,7 @@ func TestAuditFailureRefuses(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	waitFor(t, func() bool { return !tr.relay.auditDown.Load() })
+	waitFor(t, func() bool { return !tr.relay.rec.Down() })
 	if resp, body := tr.anthropic(t, tokenS1, anthropicBody); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}

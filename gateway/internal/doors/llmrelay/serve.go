@@ -24,9 +24,6 @@ import (
 	"ironcurtain.dev/gateway/internal/session"
 )
 
-// recordTimeout bounds the audit write at the end of a call.
-const recordTimeout = 10 * time.Second
-
 // maxQueryBytes bounds the query string passed upstream (the SDKs send at
 // most "beta=true").
 const maxQueryBytes = 1024
@@ -106,7 +103,7 @@ func (r *Relay) serve(w http.ResponseWriter, req *http.Request) {
 			msg: fmt.Sprintf("the gateway has no %s API key: an operator must set %s in the gateway's environment", p.up.Provider, p.up.KeyEnv)})
 		return
 	}
-	if r.auditDown.Load() {
+	if r.rec.Down() {
 		r.refuse(w, req, c, &refusal{status: http.StatusServiceUnavailable, kind: kindUnavailable, reason: "audit",
 			msg: "the gateway cannot record model calls right now; retry later"})
 		return
@@ -471,10 +468,7 @@ func (r *Relay) finishWith(c *call, returned int) {
 		TraceID:      c.traceID,
 	}
 	endSpan(c, ev, returned)
-	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-	defer cancel()
-	if err := r.sink.Record(ctx, ev); err != nil {
-		r.auditDown.Store(true)
+	if err := r.rec.Record(ev); err != nil { // a failure refuses new calls (gate.Recorder)
 		r.metrics.auditFailures.Inc()
 		r.log.Error("llmrelay: recording a model call failed; refusing new model calls until the audit sink recovers",
 			slog.String("error", err.Error()), slog.String("call_id", ev.ID), slog.String("session", ev.SessionID),
@@ -482,7 +476,6 @@ func (r *Relay) finishWith(c *call, returned int) {
 			slog.Int64("output_tokens", ev.OutputTokens), slog.Float64("cost_usd", ev.CostUSD), slog.Int("status", ev.StatusCode))
 		return
 	}
-	r.auditDown.Store(false)
 	r.log.Debug("llmrelay: model call", slog.String("call_id", ev.ID), slog.String("session", ev.SessionID),
 		slog.String("provider", ev.Provider), slog.String("model", ev.Model), slog.Int("status", returned),
 		slog.Int64("input_tokens", ev.InputTokens), slog.Int64("output_tokens", ev.OutputTokens),

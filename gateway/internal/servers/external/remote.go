@@ -22,7 +22,6 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/servers"
-	"ironcurtain.dev/gateway/internal/tracing"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -235,14 +234,8 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	start := r.now()
 	h, port, perr := netpolicy.ParseAuthority(req.URL.Host, defaultPort(req.URL.Scheme))
-	ev := &audit.EgressEvent{
-		ID: r.newID(), Time: start, Kind: EgressKind, Method: req.Method,
-		Host: h.String(), Port: port, TraceID: tracing.TraceID(ctx),
-		Rule: "servers." + r.name + ".url", Reason: "request to the url: MCP server " + r.name,
-	}
-	if ci, ok := servers.CallInfoFrom(ctx); ok {
-		ev.SessionID, ev.ToolCallID = ci.SessionID, ci.CallID
-	}
+	ev := servers.NewEgressEvent(ctx, servers.Egress{ID: r.newID(), Start: start, Kind: EgressKind, Method: req.Method, Host: h.String(), Port: port})
+	ev.Rule, ev.Reason = "servers."+r.name+".url", "request to the url: MCP server "+r.name
 	if req.ContentLength > 0 {
 		ev.BytesUp = req.ContentLength
 	}

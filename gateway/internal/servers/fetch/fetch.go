@@ -15,6 +15,13 @@
 // When policy escalated the call and a human approved it, the approved URL's
 // own host is also let through (the address rules still apply); a redirect to
 // any other host must be on the allowlist.
+//
+// The server keeps no decide/escalate path of its own: the gate decides
+// http_fetch like any tool call and escalates it (the approval reaches the
+// server as servers.CallInfo.Approved). Its hop records are built by
+// servers.NewEgressEvent (audit.NewEgressEvent, linked to the call); a hop
+// whose record fails is a failed call, which the gate records as its
+// outcome. A tool server sits below the gate and does not import it.
 package fetch
 
 import (
