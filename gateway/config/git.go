@@ -42,7 +42,7 @@ type GitConfig struct {
 	HTTP GitHTTPConfig `yaml:"http"`
 }
 
-// GitHTTPConfig tunes the git smart HTTP door (internal/githttp). It serves
+// GitHTTPConfig tunes the git smart HTTP door (internal/doors/githttp). It serves
 // only hosts in servers.git.allowed_domains; zero values take the door's
 // defaults.
 //

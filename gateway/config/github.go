@@ -30,7 +30,7 @@ type GitHubConfig struct {
 	TokenEnv  string        `yaml:"token_env"`
 	TokenFile string        `yaml:"token_file"`
 	Timeout   time.Duration `yaml:"timeout"`
-	// Relay tunes the GitHub API relay (internal/githubrelay).
+	// Relay tunes the GitHub API relay (internal/doors/githubrelay).
 	Relay GitHubRelayConfig `yaml:"relay"`
 }
 

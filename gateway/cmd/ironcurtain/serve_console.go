@@ -18,7 +18,7 @@ import (
 )
 
 // consoleHandler builds the operator console served at /ui/ on the ops port
-// (gateway/internal/console). It needs the database; a console that cannot
+// (gateway/internal/ops/console). It needs the database; a console that cannot
 // be built answers 500 and says so in the log (never an open door).
 func consoleHandler(st *storage, operators *opsapi.Operators, pol opsapi.PolicyReloader, log *slog.Logger) http.Handler {
 	log = log.With("component", "console")

@@ -57,7 +57,7 @@ func runGatewayLogged(t *testing.T, db *pgtest.DB, sandbox, policyDir string, lo
 	cfg := fmt.Sprintf("sandbox: %s\npolicy_dir: %s\nservers:\n  fetch:\n    allowed_domains: [example.com]\nagent:\n  listen: %s\negress:\n  listen: %s\nops:\n  listen: %s\ngit:\n  mirror_dir: %s\naudit:\n  spool_dir: %s\n"+
 		// Load tests run 8 agents of one session as fast as they can: far beyond
 		// any real agent, so the loop breaker's limits are raised here (its own
-		// tests are in internal/loopguard and internal/mcphub).
+		// tests are in internal/loopguard and internal/doors/mcphub).
 		"loop_breaker:\n  calls_per_minute: 1000000\n  identical_calls: 100000\n",
 		sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool"))
 	cfgPath := filepath.Join(dir, "gateway.yaml")

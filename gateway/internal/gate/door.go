@@ -20,9 +20,10 @@ type WirePolicy interface {
 var _ WirePolicy = (*policy.Engine)(nil)
 
 // Call is an action that reaches the gateway through another door than
-// /mcp (the git smart HTTP door). It goes through the one pipeline as a call
-// of Tool: the same policy engine, escalation queue and audit sink, one
-// write-ahead decision and one outcome, with Run in place of the server.
+// /mcp (the git smart HTTP door, the GitHub relay). It goes through the one
+// pipeline as a call of Tool: the same policy engine, escalation queue and
+// audit sink, one write-ahead decision and one outcome, with Run in place of
+// the server.
 type Call struct {
 	Session session.Session
 	// Tool is the exposed tool the action counts as ("git__push",
@@ -64,7 +65,7 @@ type Result struct {
 	Result servers.Result
 }
 
-// Door runs one Call through the pipeline: decision (policy, or the
+// Do runs one Call through the pipeline: decision (policy, or the
 // door's own refusal) → escalation → write-ahead record → Run → outcome.
 // Every error path refuses and is recorded.
 func (g *Gate) Do(ctx context.Context, d Call) Result {

@@ -52,7 +52,7 @@ type call struct {
 	traceID    string
 }
 
-// Call runs one tool call through the pipeline and returns what the agent
+// CallTool runs one tool call through the pipeline and returns what the agent
 // sees. It never returns a Go error: every failure becomes a short IsError
 // result, and every path that does not run the tool refuses.
 func (g *Gate) CallTool(ctx context.Context, r ToolCall) servers.Result {

@@ -19,7 +19,7 @@ import (
 // JSON-lines audit file (a production sink: gateway.yaml audit.jsonl_file).
 // It is the loop to profile the connect path with:
 //
-//	go test -run '^$' -bench ConnectFirstByte -benchtime 3000x -cpuprofile cpu.out -memprofile mem.out ./internal/egress/
+//	go test -run '^$' -bench ConnectFirstByte -benchtime 3000x -cpuprofile cpu.out -memprofile mem.out ./internal/doors/egress/
 //
 // (make bench-egress compares the same with smokescreen and Squid, each in
 // its own process.)

@@ -21,7 +21,7 @@ import (
 // Benchmarks on loopback. Each compares the proxy with a direct connection
 // in the same run:
 //
-//	go test -run '^$' -bench 'Tunnel|Connect|Guard' -benchtime 20x ./internal/egress/
+//	go test -run '^$' -bench 'Tunnel|Connect|Guard' -benchtime 20x ./internal/doors/egress/
 //
 // Throughput is reported as MB/s (b.SetBytes); connect latency as the
 // median per connection (ms/median).

@@ -17,7 +17,7 @@ import (
 // audit) and directly to the same upstream (git http-backend over TLS), with
 // the real git client. Compare the ns/op of door and direct for the ratio.
 //
-//	go test ./internal/githttp/ -run XXX -bench BenchmarkPush -benchtime 10x
+//	go test ./internal/doors/githttp/ -run XXX -bench BenchmarkPush -benchtime 10x
 func BenchmarkPush(b *testing.B) {
 	for _, size := range []struct {
 		name  string
@@ -79,7 +79,7 @@ func randomTextSeed(n int, seed uint64) string {
 // peak Go heap while it streams (sampled every 10 ms): the pack goes through
 // pipes to git, so the heap must not grow with it.
 //
-//	IC_BENCH_PACK_MB=500 go test ./internal/githttp/ -run XXX -bench BenchmarkPushMemory -benchtime 1x
+//	IC_BENCH_PACK_MB=500 go test ./internal/doors/githttp/ -run XXX -bench BenchmarkPushMemory -benchtime 1x
 func BenchmarkPushMemory(b *testing.B) {
 	mb := 100
 	if v, err := strconv.Atoi(os.Getenv("IC_BENCH_PACK_MB")); err == nil && v > 0 {
@@ -130,7 +130,7 @@ func BenchmarkPushMemory(b *testing.B) {
 // upstream, then the pack from the mirror) and directly from the same
 // upstream, with the real git client. Compare the MB/s for the ratio.
 //
-//	go test ./internal/githttp/ -run XXX -bench BenchmarkClone -benchtime 5x
+//	go test ./internal/doors/githttp/ -run XXX -bench BenchmarkClone -benchtime 5x
 func BenchmarkClone(b *testing.B) {
 	const size = 10 << 20
 	e := newEnv(b, envOptions{})

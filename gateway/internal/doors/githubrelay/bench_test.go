@@ -14,7 +14,7 @@ import (
 // streamed answer), and reports the median and 99th percentile of each and
 // their differences (the relay's added time over the upstream's own; the
 // target is <= 1 ms median, <= 3 ms p99).
-// Run: go test -run XXX -bench RelayOverhead -benchtime 2000x ./internal/githubrelay
+// Run: go test -run XXX -bench RelayOverhead -benchtime 2000x ./internal/doors/githubrelay
 func BenchmarkRelayOverhead(b *testing.B) {
 	e := newEnv(b, false)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}

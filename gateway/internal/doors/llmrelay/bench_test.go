@@ -13,7 +13,7 @@ import (
 
 // Benchmarks on loopback (bounded runs):
 //
-//	go test -run '^$' -bench 'RelayOverhead' -benchtime 2000x ./internal/llmrelay/
+//	go test -run '^$' -bench 'RelayOverhead' -benchtime 2000x ./internal/doors/llmrelay/
 //
 // BenchmarkRelayOverhead sends each iteration's call straight to the fake
 // model server AND through the relay (alternating which goes first, so

@@ -8,7 +8,7 @@ import (
 
 // Fuzzers for everything the relay parses. Run one at a time, e.g.
 //
-//	go test -run '^$' -fuzz FuzzSSEUsage -fuzztime 60s ./internal/llmrelay/
+//	go test -run '^$' -fuzz FuzzSSEUsage -fuzztime 60s ./internal/doors/llmrelay/
 
 // FuzzSSEUsage: the SSE usage extraction never panics, reports the same
 // model, usage and events however the stream is cut into chunks, and

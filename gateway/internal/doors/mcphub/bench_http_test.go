@@ -20,7 +20,7 @@ import (
 // directly, alternating call by call so both see the same load. It reports
 // the median of each and their difference, the gateway's share (target:
 // <= 25 µs).
-// Run: go test -run XXX -bench MCPOverHTTPShare -benchtime 3000x ./internal/mcphub
+// Run: go test -run XXX -bench MCPOverHTTPShare -benchtime 3000x ./internal/doors/mcphub
 func BenchmarkMCPOverHTTPShare(b *testing.B) {
 	s := newBenchSetup(b, false)
 	var def *mcp.Tool

@@ -124,7 +124,7 @@ func wideKeys() int {
 // the process CPU time and resident set growth per call (the refusal must
 // be cheap: the gateway reads the body once and does no further work).
 //
-//	go test ./internal/mcphub -run '^$' -bench BenchmarkWideArgumentsCall -benchtime 5x
+//	go test ./internal/doors/mcphub -run '^$' -bench BenchmarkWideArgumentsCall -benchtime 5x
 func BenchmarkWideArgumentsCall(b *testing.B) {
 	s := newBenchSetup(b, false)
 	ts := httptest.NewServer(s.hub.Handler())
@@ -157,7 +157,7 @@ func BenchmarkWideArgumentsCall(b *testing.B) {
 // without the load, and fails when the peak passes 300 MB or the loaded
 // p99 passes twice the idle one.
 //
-//	go test ./internal/mcphub -run '^$' -bench BenchmarkWideCallsParallel -benchtime 1x
+//	go test ./internal/doors/mcphub -run '^$' -bench BenchmarkWideCallsParallel -benchtime 1x
 func BenchmarkWideCallsParallel(b *testing.B) {
 	s := newBenchSetup(b, false)
 	ts := httptest.NewServer(s.hub.Handler())
@@ -320,7 +320,7 @@ func TestWideLoadHelper(t *testing.T) {
 // 24 item 13: 20,000 held 335 MB for an hour) up to the gateway's cap and
 // reports the memory each holds; the next one is refused.
 //
-//	go test ./internal/mcphub -run '^$' -bench BenchmarkIdleSessions -benchtime 1x
+//	go test ./internal/doors/mcphub -run '^$' -bench BenchmarkIdleSessions -benchtime 1x
 func BenchmarkIdleSessions(b *testing.B) {
 	s := newBenchSetup(b, false)
 	for b.Loop() {

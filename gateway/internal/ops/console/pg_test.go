@@ -189,7 +189,7 @@ func (c *Console) sessionsCSRF(t testing.TB, cl *client) string {
 // BenchmarkPages is the figure of docs/console.md: server time (p95) and
 // bytes of the escalations page and of a session timeline with 100,000
 // tool calls in Postgres (plus their outcomes, egress events and relay
-// calls). Run: IC_POSTGRES_IMAGE=... go test -run '^$' -bench BenchmarkPages ./gateway/internal/console/
+// calls). Run: IC_POSTGRES_IMAGE=... go test -run '^$' -bench BenchmarkPages ./gateway/internal/ops/console/
 func BenchmarkPages(b *testing.B) {
 	db := pgtest.New(b, pgtest.Migrated())
 	const rows = 100000

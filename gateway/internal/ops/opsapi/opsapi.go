@@ -68,7 +68,7 @@ type Deps struct {
 	Registerer  prometheus.Registerer // receives the API's own metrics (nil: none)
 	Logger      *slog.Logger
 	// UI, when set, serves the operator console under /ui/ (it does its
-	// own sign-in: gateway/internal/console).
+	// own sign-in: gateway/internal/ops/console).
 	UI http.Handler
 	// WriteHealth, when set, reports the audit writer's recent failure to
 	// write (audit.PGSink.WriteFailure): /readyz answers 503 with it, since

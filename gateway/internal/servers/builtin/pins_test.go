@@ -18,7 +18,7 @@ import (
 // built-in tool's name, description or input schema fails
 // TestBuiltinToolPins until the pins are updated on purpose:
 //
-//	go test ./gateway/internal/mcphub/builtin -run TestBuiltinToolPins -update-pins
+//	go test ./gateway/internal/servers/builtin -run TestBuiltinToolPins -update-pins
 //
 // so the change shows in review (the description is what the model reads).
 
