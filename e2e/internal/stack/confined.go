@@ -103,6 +103,12 @@ func (s *Stack) CopyToGateway(ctx context.Context, data []byte, path string, mod
 	return s.Gateway.CopyToContainer(ctx, data, path, mode)
 }
 
+// ExecGatewayStdin runs a command in the gateway container as the image's
+// user with stdin.
+func (s *Stack) ExecGatewayStdin(ctx context.Context, stdin []byte, cmd ...string) (ExecResult, error) {
+	return execIn(ctx, s.cli, s.Gateway.ID, cmd, nil, stdin)
+}
+
 // DockerClient is the suite's Docker client (to inspect what the launcher
 // started).
 func (s *Stack) DockerClient() *client.Client { return s.cli }
@@ -172,8 +178,19 @@ func (s *Stack) launcherConfig() []byte {
 	fmt.Fprintf(&b, "socket: %s\nsocket_gid: %s\ntoken_file: %s\nproxy: %s\nservers:\n  %s:\n    image: %s\n    network: %s\n    user: \"65534:65534\"\n    memory_mb: %d\n    pids: %d\n    cpus: 0.5\n    env:\n",
 		q(LauncherSocket), gatewayUID, q(SecretsDir+"/launcher-token"), q(HostGatewaySrv+":3128"), EvilServer,
 		q(s.confined.EvilImage), q(s.confined.srvNet.Name), c.MemoryMB, c.Pids)
-	for _, k := range sortedKeys(c.EvilEnv) {
-		fmt.Fprintf(&b, "      %s: %s\n", k, q(c.EvilEnv[k]))
+	env := map[string]string{}
+	for k, v := range c.EvilEnv {
+		env[k] = v
+	}
+	// The internet container by address (its names do not resolve on the
+	// server network).
+	direct := s.InternetIP.String() + ":443," + s.InternetIP.String() + ":80"
+	if env[mcpfixture.EnvTCP] != "" {
+		direct += "," + env[mcpfixture.EnvTCP]
+	}
+	env[mcpfixture.EnvTCP] = direct
+	for _, k := range sortedKeys(env) {
+		fmt.Fprintf(&b, "      %s: %s\n", k, q(env[k]))
 	}
 	return []byte(b.String())
 }
