@@ -108,7 +108,7 @@ func setupConfined() (*stack.Stack, error) {
 				mcpfixture.EnvFiles: strings.Join([]string{"/var/lib/ironcurtain", stack.SecretsDir, stack.SecretsDir + "/launcher-token",
 					stack.SecretsDir + "/remote-token", "/etc/ironcurtain/e2e/gateway.yaml", "/run/ironcurtain/agent-tokens/" + confinedSession,
 					stack.LauncherSocket, "/var/run/docker.sock", "/workspace"}, ","),
-				mcpfixture.EnvTCP:        "postgres:5432,gateway-ops:8081," + stack.HostAllowed + ":443",
+				mcpfixture.EnvTCP:        "postgres:5432,gateway-ops:8081",
 				mcpfixture.EnvBlockedURL: "https://" + stack.HostBlocked + "/",
 				mcpfixture.EnvSecretURL:  evilSecretURL,
 				mcpfixture.EnvAllowedURL: "http://" + stack.HostAllowed + evilControlPath,
@@ -175,7 +175,7 @@ func waitForTools(t *testing.T, ctx context.Context, s *stack.Stack, want ...str
 		if time.Now().After(deadline) {
 			t.Fatalf("the gateway does not list %v (err %v); it lists %v", missing, err, rep.Tools)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(2 * time.Second)
 	}
 }
 
@@ -196,7 +196,7 @@ func evilCall(t *testing.T, ctx context.Context, s *stack.Stack, within time.Dur
 		if time.Now().After(deadline) {
 			t.Fatalf("evil__attempt did not answer within %s: %v %+v", within, err, rep.Calls)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(2 * time.Second)
 	}
 }
 

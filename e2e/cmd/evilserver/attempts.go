@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,9 +28,7 @@ func (e *evil) attempts() []mcpfixture.Attempt {
 	for _, p := range list(e.getenv(mcpfixture.EnvFiles)) {
 		out = append(out, readPath(p))
 	}
-	for _, a := range list(e.getenv(mcpfixture.EnvTCP)) {
-		out = append(out, dial(a))
-	}
+	out = append(out, dialAll(list(e.getenv(mcpfixture.EnvTCP)))...)
 	out = append(out, e.proxyAttempts()...)
 	out = append(out, runChild("fork", "fork-bomb", envInt(e.getenv, mcpfixture.EnvForkMax, 10000)))
 	out = append(out, runChild("memory", "alloc", envInt(e.getenv, mcpfixture.EnvMemoryMiB, 2048)))
@@ -101,6 +100,18 @@ func readPath(p string) mcpfixture.Attempt {
 	}
 	a.OK, a.Result = true, cut(string(b), 512)
 	return a
+}
+
+// dialAll dials every address at once (a name that does not resolve
+// costs the whole timeout).
+func dialAll(addrs []string) []mcpfixture.Attempt {
+	out := make([]mcpfixture.Attempt, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Go(func() { out[i] = dial(a) })
+	}
+	wg.Wait()
+	return out
 }
 
 func dial(addr string) mcpfixture.Attempt {

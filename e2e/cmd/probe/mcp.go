@@ -109,6 +109,7 @@ func mcpCmd(stdin io.Reader, getenv func(string) string) (mcpReport, error) {
 			return mcpReport{}, fmt.Errorf("opening an MCP session on %s: %w", u, err)
 		}
 		clients[i] = c
+		defer c.close()
 	}
 	if plan.SwapSessions && len(clients) > 1 {
 		sids := make([]string, len(clients))
@@ -197,6 +198,22 @@ func (c *mcpClient) initialize(ctx context.Context) error {
 	}
 	_, err := c.rpc(ctx, "notifications/initialized", nil, false)
 	return err
+}
+
+// close ends the MCP session (HTTP DELETE), so that repeated plans do not
+// pile up sessions on the gateway; errors are ignored.
+func (c *mcpClient) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url, nil)
+	if err != nil || c.sid == "" {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	if resp, err := c.http.Do(req); err == nil {
+		resp.Body.Close()
+	}
 }
 
 // listTools runs tools/list (one page) and returns the tool names.

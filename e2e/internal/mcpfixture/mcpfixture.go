@@ -12,6 +12,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // Tool is one tool definition as a server lists it.
@@ -96,7 +98,11 @@ const RemoteTokenHeader = "Authorization"
 func Annotations(server string, tools []Tool) (map[string]any, error) {
 	var out []map[string]any
 	for _, t := range tools {
-		h, err := PinHash(t.Name, t.Description, t.Schema)
+		schema, err := t.Listed()
+		if err != nil {
+			return nil, err
+		}
+		h, err := PinHash(t.Name, t.Description, schema)
 		if err != nil {
 			return nil, err
 		}
@@ -106,11 +112,30 @@ func Annotations(server string, tools []Tool) (map[string]any, error) {
 		}
 		out = append(out, map[string]any{
 			"toolName": t.Name, "serverName": server, "comment": t.Description,
-			"args": args, "inputSchema": t.Schema,
+			"args": args, "inputSchema": schema,
 			"pin": map[string]string{"sha256": h, "description": t.Description},
 		})
 	}
 	return map[string]any{"tools": out}, nil
+}
+
+// Listed is the input schema as the gateway reads it: the server lists
+// the tool (mcp-go), the gateway's client decodes it into an mcp.Tool and
+// encodes its InputSchema again (gateway/internal/servers/external).
+func (t Tool) Listed() (json.RawMessage, error) {
+	b, err := json.Marshal(mcp.NewToolWithRawSchema(t.Name, t.Description, t.Schema))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", t.Name, err)
+	}
+	var got mcp.Tool
+	if err := json.Unmarshal(b, &got); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", t.Name, err)
+	}
+	out, err := json.Marshal(got.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", t.Name, err)
+	}
+	return out, nil
 }
 
 // PinHash is the gateway's pin hash of a tool definition (gateway/policy

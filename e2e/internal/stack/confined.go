@@ -69,7 +69,8 @@ const (
 
 // confinedState is what the confined topology adds to a Stack.
 type confinedState struct {
-	srvNet       *testcontainers.DockerNetwork
+	srvNet       string // name
+	srvNetID     string
 	secretsVol   string
 	sockVol      string
 	Launcher     *testcontainers.DockerContainer
@@ -96,7 +97,7 @@ func (s *Stack) LauncherLogs(ctx context.Context) string {
 }
 
 // ServerNetwork is the name of the evil server's network.
-func (s *Stack) ServerNetwork() string { return s.confined.srvNet.Name }
+func (s *Stack) ServerNetwork() string { return s.confined.srvNet }
 
 // CopyToGateway copies a file into the gateway container.
 func (s *Stack) CopyToGateway(ctx context.Context, data []byte, path string, mode int64) error {
@@ -113,16 +114,18 @@ func (s *Stack) ExecGatewayStdin(ctx context.Context, stdin []byte, cmd ...strin
 // started).
 func (s *Stack) DockerClient() *client.Client { return s.cli }
 
+// createServerNetwork creates the evil server's network: internal, and
+// without a host address on its bridge (the launcher refuses any other).
+// It is created with the Docker client: testcontainers' network.New drops
+// driver options.
 func (s *Stack) createServerNetwork(ctx context.Context) error {
-	if s.opts.Confined == nil {
-		return nil
-	}
-	n, err := network.New(ctx, network.WithLabels(s.labels), network.WithDriver("bridge"), network.WithInternal(), noHostAddress)
+	name := s.name("srv")
+	res, err := s.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Internal: true, Labels: s.labels,
+		Options: map[string]string{"com.docker.network.bridge.inhibit_ipv4": "true"}})
 	if err != nil {
 		return fmt.Errorf("creating the server network: %w", err)
 	}
-	s.nets = append(s.nets, n)
-	s.confined.srvNet = n
+	s.confined.srvNet, s.confined.srvNetID = name, res.ID
 	return nil
 }
 
@@ -177,7 +180,7 @@ func (s *Stack) launcherConfig() []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "socket: %s\nsocket_gid: %s\ntoken_file: %s\nproxy: %s\nservers:\n  %s:\n    image: %s\n    network: %s\n    user: \"65534:65534\"\n    memory_mb: %d\n    pids: %d\n    cpus: 0.5\n    env:\n",
 		q(LauncherSocket), gatewayUID, q(SecretsDir+"/launcher-token"), q(HostGatewaySrv+":3128"), EvilServer,
-		q(s.confined.EvilImage), q(s.confined.srvNet.Name), c.MemoryMB, c.Pids)
+		q(s.confined.EvilImage), q(s.confined.srvNet), c.MemoryMB, c.Pids)
 	env := map[string]string{}
 	for k, v := range c.EvilEnv {
 		env[k] = v
@@ -274,7 +277,7 @@ func (s *Stack) confinedGateway() ([]testcontainers.ContainerCustomizer, error) 
 		return nil, err
 	}
 	return []testcontainers.ContainerCustomizer{
-		network.WithNetwork([]string{HostGatewaySrv}, s.confined.srvNet),
+		network.WithNetworkName([]string{HostGatewaySrv}, s.confined.srvNet),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.Mounts = append(hc.Mounts,
 				mount.Mount{Type: mount.TypeVolume, Source: s.confined.sockVol, Target: LauncherSockDir},
@@ -394,6 +397,9 @@ func (s *Stack) removeConfined(ctx context.Context) {
 		return
 	}
 	_, _ = s.cli.ContainerRemove(ctx, "ironcurtain-srv-"+EvilServer, client.ContainerRemoveOptions{Force: true})
+	if s.confined.srvNetID != "" {
+		_, _ = s.cli.NetworkRemove(ctx, s.confined.srvNetID, client.NetworkRemoveOptions{})
+	}
 	if s.confined.evilImageTag != "" {
 		_, _ = s.cli.ImageRemove(ctx, s.confined.evilImageTag, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	}

@@ -194,6 +194,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.labels = map[string]string{LabelRun: s.RunID, LabelPID: strconv.Itoa(os.Getpid())}
 	defer func() {
 		if err != nil {
+			if s.confined != nil && s.confined.Launcher != nil {
+				opts.Logf("launcher logs:\n%s", s.LauncherLogs(context.WithoutCancel(ctx)))
+			}
 			s.Close(context.WithoutCancel(ctx))
 		}
 	}()
