@@ -78,6 +78,7 @@ func TestMain(m *testing.M) {
 	if fixtureDir != "" {
 		_ = os.RemoveAll(fixtureDir)
 	}
+	closeConfined(code != 0)
 	os.Exit(code)
 }
 

@@ -34,6 +34,7 @@ type probePlan struct {
 	TimeoutSec     int         `json:"timeout_sec,omitempty"`
 	SkipAfterError bool        `json:"skip_after_error,omitempty"`
 	SwapSessions   bool        `json:"swap_sessions,omitempty"`
+	ListTools      bool        `json:"list_tools,omitempty"`
 }
 
 type probeCall struct {
@@ -43,8 +44,9 @@ type probeCall struct {
 }
 
 type probeReport struct {
-	Start int64 `json:"start_ns"`
-	End   int64 `json:"end_ns"`
+	Start int64    `json:"start_ns"`
+	End   int64    `json:"end_ns"`
+	Tools []string `json:"tools"`
 	Calls []struct {
 		Endpoint int    `json:"endpoint"`
 		Start    int64  `json:"start_ns"`

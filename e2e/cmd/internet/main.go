@@ -10,6 +10,8 @@
 //     injection outside the gateway's data block;
 //   - api.*   a fake GitHub API (REST and GraphQL, github.go) that requires
 //     the gateway's GitHub token;
+//   - mcp.*   a streamable-HTTP MCP server (mcp.go) that requires a
+//     bearer token (the gateway's url: mode);
 //   - model.* a fake model provider speaking the Anthropic Messages API:
 //     it checks that the relay injected the real API key, that no agent
 //     credential reached it, and plays a scripted conversation;
@@ -43,6 +45,7 @@ const (
 	envModelKey  = "E2E_MODEL_KEY" // the API key the relay must inject
 	envGitToken  = "E2E_GIT_TOKEN" // the token git must present
 	envForbidden = "E2E_FORBIDDEN" // comma-separated values that must never arrive
+	// envMCPToken (mcp.go): the remote MCP server's bearer token.
 )
 
 func main() {
@@ -93,6 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		approver: &approver{key: modelKey},
 		git:      &gitRemote{root: *gitRoot, backend: *backend, token: gitToken},
 		gh:       newFakeGitHub(gitToken),
+		mcp:      newRemoteMCP(getenv(envMCPToken)),
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -138,6 +142,7 @@ type handler struct {
 	approver *approver
 	git      *gitRemote
 	gh       *fakeGitHub
+	mcp      *remoteMCP
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -156,6 +161,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		note = h.approver.serve(rec, r)
 	case "api":
 		note = h.gh.serve(rec, r)
+	case "mcp":
+		note = h.mcp.serve(rec, r)
 	default:
 		note = "page"
 		rec.Header().Set("Content-Type", "text/plain; charset=utf-8")

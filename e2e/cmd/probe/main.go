@@ -41,7 +41,7 @@ func main() {
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: ic-e2e-probe idle|dial|fetch|env|plant|mkdir|exists|mcp ...")
+		fmt.Fprintln(stderr, "usage: ic-e2e-probe idle|dial|fetch|env|plant|mkdir|exists|mcp|launcher ...")
 		return 2
 	}
 	var (
@@ -74,6 +74,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		out = exists(args[1:])
 	case "mcp":
 		out, err = mcpCmd(stdin, os.Getenv)
+	case "launcher":
+		if len(args) != 2 {
+			err = errors.New("usage: launcher SOCKET (request lines on stdin)")
+			break
+		}
+		out, err = launcherCmd(args[1], stdin)
 	default:
 		err = fmt.Errorf("unknown command %q", args[0])
 	}

@@ -35,6 +35,8 @@ type mcpPlan struct {
 	// carry the session id another endpoint (the next) handed out, as a
 	// client that moved to another replica without a new initialize.
 	SwapSessions bool `json:"swap_sessions"`
+	// ListTools: the report names the tools endpoint 0 lists.
+	ListTools bool `json:"list_tools"`
 }
 
 // mcpCall is one tools/call.
@@ -51,6 +53,7 @@ type mcpReport struct {
 	Start int64           `json:"start_ns"`
 	End   int64           `json:"end_ns"`
 	Calls []mcpCallResult `json:"calls"`
+	Tools []string        `json:"tools,omitempty"`
 }
 
 // mcpCallResult is what one call did.
@@ -106,6 +109,7 @@ func mcpCmd(stdin io.Reader, getenv func(string) string) (mcpReport, error) {
 			return mcpReport{}, fmt.Errorf("opening an MCP session on %s: %w", u, err)
 		}
 		clients[i] = c
+		defer c.close()
 	}
 	if plan.SwapSessions && len(clients) > 1 {
 		sids := make([]string, len(clients))
@@ -117,6 +121,15 @@ func mcpCmd(stdin io.Reader, getenv func(string) string) (mcpReport, error) {
 		}
 	}
 	rep := mcpReport{Calls: make([]mcpCallResult, len(plan.Calls)), Start: time.Now().UnixNano()}
+	if plan.ListTools {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		tools, err := clients[0].listTools(ctx)
+		cancel()
+		rep.Tools = tools
+		if err != nil {
+			return mcpReport{}, err
+		}
+	}
 	next := make(chan int)
 	failed := make([]atomic.Bool, len(plan.Endpoints))
 	var wg sync.WaitGroup
@@ -185,6 +198,43 @@ func (c *mcpClient) initialize(ctx context.Context) error {
 	}
 	_, err := c.rpc(ctx, "notifications/initialized", nil, false)
 	return err
+}
+
+// close ends the MCP session (HTTP DELETE), so that repeated plans do not
+// pile up sessions on the gateway; errors are ignored.
+func (c *mcpClient) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url, nil)
+	if err != nil || c.sid == "" {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	if resp, err := c.http.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// listTools runs tools/list (one page) and returns the tool names.
+func (c *mcpClient) listTools(ctx context.Context) ([]string, error) {
+	raw, err := c.rpc(ctx, "tools/list", map[string]any{}, true)
+	if err != nil {
+		return nil, err
+	}
+	var res struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("decoding the tools/list result: %w", err)
+	}
+	names := make([]string, 0, len(res.Tools))
+	for _, t := range res.Tools {
+		names = append(names, t.Name)
+	}
+	return names, nil
 }
 
 // callTool runs tools/call and returns the result's isError and text.

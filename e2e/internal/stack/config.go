@@ -23,6 +23,11 @@ type configParams struct {
 	OpsHost      string       // the gateway's name on the ops network (default hostGatewayOps)
 	// SessionWorkspaces is session_workspaces.root ("" for none).
 	SessionWorkspaces string
+	// PolicyDir replaces the image's policy directory ("" keeps it).
+	PolicyDir string
+	// ExtraServers is YAML added under servers: (indented), Extra YAML
+	// added at the end (the confined topology, confined.go).
+	ExtraServers, Extra string
 }
 
 // gatewayConfig renders the gateway.yaml the suite mounts into the real
@@ -39,8 +44,13 @@ func gatewayConfig(p configParams) []byte {
 # e2e/internal/stack. It is the shipped policy plus what the suite's private
 # networks need; the one test-only setting is marked below.
 sandbox: /workspace
-policy_dir: /etc/ironcurtain/policy
-protected_branches: [main, master]
+`)
+	policyDir := p.PolicyDir
+	if policyDir == "" {
+		policyDir = "/etc/ironcurtain/policy"
+	}
+	fmt.Fprintf(&b, "policy_dir: %s\n", policyDir)
+	b.WriteString(`protected_branches: [main, master]
 
 agent:
   listen: ":8080"
@@ -61,7 +71,7 @@ servers:
   git:
     # The hosts the git door serves (and the git tools reach).
     allowed_domains: [%s]
-
+%s
 ops:
   # The ops network's address only: the agent's network cannot reach the
   # ops API at all (DESIGN §2), not even to try a token.
@@ -119,7 +129,8 @@ mcp:
 loop_breaker:
   calls_per_minute: 1000000
   identical_calls: 100000
-`, q(HostAllowed), q(HostGit), opsHost, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q("https://"+HostApprover+"/v1"), q("https://"+HostGitHub+"/"), q(HostGit))
+`, q(HostAllowed), q(HostGit), p.ExtraServers, opsHost, q(HostAllowed), q(p.EgressSubnet.String()), q("https://"+HostModel), q("https://"+HostApprover+"/v1"), q("https://"+HostGitHub+"/"), q(HostGit))
+	b.WriteString(p.Extra)
 	if p.SessionWorkspaces != "" {
 		fmt.Fprintf(&b, "\nsession_workspaces:\n  root: %s\n  keep: true\n", q(p.SessionWorkspaces))
 	}

@@ -106,6 +106,9 @@ type Options struct {
 	// (kept after revocation, for inspection): each minted session gets its
 	// own sandbox directory there.
 	SessionWorkspaces string
+	// Confined, when set, adds the launcher, the evil image: server and
+	// the remote url: server (confined.go).
+	Confined *Confined
 	// Logf receives progress lines (t.Logf or log.Printf).
 	Logf func(format string, args ...any)
 }
@@ -160,6 +163,11 @@ type Stack struct {
 	// replica's view its names on the agent and ops networks.
 	replicas           *[]*testcontainers.DockerContainer
 	agentHost, opsHost string
+
+	// confined is the confined topology (Options.Confined); extraVolumes
+	// are its volumes.
+	confined     *confinedState
+	extraVolumes []string
 }
 
 // Start builds the topology. On error it removes what it created.
@@ -186,6 +194,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.labels = map[string]string{LabelRun: s.RunID, LabelPID: strconv.Itoa(os.Getpid())}
 	defer func() {
 		if err != nil {
+			if s.confined != nil && s.confined.Launcher != nil {
+				opts.Logf("launcher logs:\n%s", s.LauncherLogs(context.WithoutCancel(ctx)))
+			}
 			s.Close(context.WithoutCancel(ctx))
 		}
 	}()
@@ -198,6 +209,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.AgentTokens["agent"] = "ic-agent-e2e-" + randomHex(16)
 	for _, name := range opts.Sessions {
 		s.AgentTokens[name] = "ic-agent-e2e-" + randomHex(16)
+	}
+	if opts.Confined != nil {
+		s.confined = &confinedState{LauncherTok: "ic-launcher-e2e-" + randomHex(24), RemoteToken: "ic-remote-e2e-" + randomHex(20)}
 	}
 	if s.CA, err = pki.NewCA("IronCurtain e2e CA " + s.RunID); err != nil {
 		return nil, err
@@ -212,10 +226,26 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		{"postgres", s.startPostgres},
 		{"migrations", s.migrate},
 		{"internet", s.startInternet},
+	}
+	if opts.Confined != nil {
+		steps = append(steps, []struct {
+			name string
+			fn   func(context.Context) error
+		}{
+			{"server network", s.createServerNetwork},
+			{"evil server image", s.buildEvilImage},
+			{"secrets", s.createSecrets},
+			{"launcher", s.startLauncher},
+		}...)
+	}
+	steps = append(steps, []struct {
+		name string
+		fn   func(context.Context) error
+	}{
 		{"gateway", s.startGateway},
 		{"agent", s.startAgent},
 		{"agent shell", s.startShell},
-	}
+	}...)
 	for _, st := range steps {
 		begin := time.Now()
 		if err := st.fn(ctx); err != nil {
@@ -229,6 +259,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 // Close removes every container, network and volume of the run.
 func (s *Stack) Close(ctx context.Context) {
 	all := append([]*testcontainers.DockerContainer{s.Shell, s.Agent, s.Gateway, s.Internet, s.Postgres}, s.oneShots...)
+	if s.confined != nil {
+		// The launcher last but one: it removes the server containers it
+		// started when the gateway's streams end.
+		all = append(all, s.confined.Launcher)
+	}
 	if s.replicas != nil {
 		all = append(all, *s.replicas...)
 	}
@@ -237,11 +272,14 @@ func (s *Stack) Close(ctx context.Context) {
 			_ = c.Terminate(ctx, testcontainers.StopTimeout(time.Second))
 		}
 	}
+	s.removeConfined(ctx)
 	for _, n := range s.nets {
 		_ = n.Remove(ctx)
 	}
-	if s.volume != "" {
-		_, _ = s.cli.VolumeRemove(ctx, s.volume, client.VolumeRemoveOptions{Force: true})
+	for _, v := range append([]string{s.volume}, s.extraVolumes...) {
+		if v != "" {
+			_, _ = s.cli.VolumeRemove(ctx, v, client.VolumeRemoveOptions{Force: true})
+		}
 	}
 	s.cli.Close()
 }
@@ -403,6 +441,14 @@ func (s *Stack) migrate(ctx context.Context) error {
 
 func (s *Stack) startInternet(ctx context.Context) error {
 	names := []string{HostAllowed, HostBlocked, HostGit, HostModel, HostGitHub, HostApprover, hostInternet}
+	env := map[string]string{
+		"E2E_MODEL_KEY": s.Secrets.ModelKey,
+		"E2E_GIT_TOKEN": s.Secrets.GitToken,
+	}
+	if s.confined != nil {
+		names = append(names, HostMCP)
+		env["E2E_MCP_TOKEN"] = s.confined.RemoteToken
+	}
 	pair, err := s.CA.Issue(names...)
 	if err != nil {
 		return err
@@ -415,6 +461,7 @@ func (s *Stack) startInternet(ctx context.Context) error {
 	for _, t := range s.AgentTokens {
 		forbidden = append(forbidden, t)
 	}
+	env["E2E_FORBIDDEN"] = strings.Join(forbidden, ",")
 	c, err := testcontainers.Run(ctx, s.opts.BaseImage,
 		testcontainers.WithName(s.name("internet")),
 		testcontainers.WithLabels(s.labels),
@@ -423,11 +470,7 @@ func (s *Stack) startInternet(ctx context.Context) error {
 		// healthcheck is the gateway's, not ours.
 		testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0"; c.Healthcheck = noHealthcheck }),
 		testcontainers.WithEntrypoint("/srv/e2e/ic-e2e-internet"),
-		testcontainers.WithEnv(map[string]string{
-			"E2E_MODEL_KEY": s.Secrets.ModelKey,
-			"E2E_GIT_TOKEN": s.Secrets.GitToken,
-			"E2E_FORBIDDEN": strings.Join(forbidden, ","),
-		}),
+		testcontainers.WithEnv(env),
 		testcontainers.WithFiles(
 			testcontainers.ContainerFile{Reader: bytesReader(bin), ContainerFilePath: "/srv/e2e/ic-e2e-internet", FileMode: 0o755},
 			testcontainers.ContainerFile{Reader: bytesReader(pair.CertPEM), ContainerFilePath: "/srv/e2e/tls.crt", FileMode: 0o644},
@@ -470,8 +513,17 @@ func (s *Stack) startGateway(ctx context.Context) error {
 // name on the agent network and opsHost on the ops network, where the ops
 // API listens; it does not wait for readiness.
 func (s *Stack) runGateway(ctx context.Context, role, agentHost, opsHost string) (*testcontainers.DockerContainer, error) {
+	params := configParams{Sessions: s.opts.Sessions, EgressSubnet: s.EgressSubnet, OpsHost: opsHost, SessionWorkspaces: s.opts.SessionWorkspaces}
+	if s.confined != nil {
+		params.PolicyDir = confinedPolicy
+		params.ExtraServers, params.Extra = s.confinedConfig()
+	}
+	extra, err := s.confinedGateway()
+	if err != nil {
+		return nil, err
+	}
 	files := []testcontainers.ContainerFile{
-		{Reader: bytesReader(gatewayConfig(configParams{Sessions: s.opts.Sessions, EgressSubnet: s.EgressSubnet, OpsHost: opsHost, SessionWorkspaces: s.opts.SessionWorkspaces})), ContainerFilePath: gatewayConfigPath, FileMode: 0o644},
+		{Reader: bytesReader(gatewayConfig(params)), ContainerFilePath: gatewayConfigPath, FileMode: 0o644},
 		// The run's CA is the gateway's whole system trust store: Go (the
 		// relay) and git (the push) read this file, and in the suite every
 		// upstream is the internet container.
@@ -481,7 +533,7 @@ func (s *Stack) runGateway(ctx context.Context, role, agentHost, opsHost string)
 		files = append(files, testcontainers.ContainerFile{Reader: bytesReader([]byte(s.AgentTokens[name] + "\n")),
 			ContainerFilePath: agentTokenDir + "/" + name, FileMode: 0o644})
 	}
-	c, err := testcontainers.Run(ctx, s.opts.GatewayImage,
+	opts := []testcontainers.ContainerCustomizer{
 		testcontainers.WithName(s.name(role)),
 		testcontainers.WithLabels(s.labels),
 		network.WithNetwork([]string{opsHost}, s.opsNet), // first: the published port lives here
@@ -505,7 +557,8 @@ func (s *Stack) runGateway(ctx context.Context, role, agentHost, opsHost string)
 		}),
 		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, workspace)),
 		testcontainers.WithFiles(files...),
-	)
+	}
+	c, err := testcontainers.Run(ctx, s.opts.GatewayImage, append(opts, extra...)...)
 	if err != nil {
 		return c, fmt.Errorf("starting the %s: %w", role, err)
 	}
