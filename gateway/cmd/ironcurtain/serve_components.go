@@ -15,10 +15,10 @@ import (
 	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/metrics"
+	"ironcurtain.dev/gateway/internal/netguard"
 	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/external"
@@ -426,7 +426,7 @@ func buildFetch(cfg *config.Config, sink audit.Sink, log *slog.Logger) (*fetch.S
 	if err != nil {
 		return nil, err
 	}
-	guard, err := egress.NewGuard(egress.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{UnsafeAllow: prefixes}})
+	guard, err := netguard.NewGuard(netguard.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{UnsafeAllow: prefixes}})
 	if err != nil {
 		return nil, fmt.Errorf("fetch guard: %w", err)
 	}

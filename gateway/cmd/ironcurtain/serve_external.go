@@ -7,7 +7,7 @@ import (
 
 	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/egress"
+	"ironcurtain.dev/gateway/internal/netguard"
 	"ironcurtain.dev/gateway/internal/servers/external"
 	"ironcurtain.dev/gateway/netpolicy"
 )
@@ -50,7 +50,7 @@ func externalTransport(cfg *config.Config, name string, sink audit.Sink, getenv 
 		log.Warn("unsafe setting is on: a url: server may be dialed at a private address", "setting", "servers."+name+".unsafe_allow_addresses", "prefix", p.String())
 	}
 	prefixes = append(prefixes, own...)
-	guard, err := egress.NewGuard(egress.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{UnsafeAllow: prefixes}})
+	guard, err := netguard.NewGuard(netguard.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{UnsafeAllow: prefixes}})
 	if err != nil {
 		return nil, fmt.Errorf("servers.%s: egress guard: %w", name, err)
 	}

@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/netpolicy"
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 )
 
 // Benchmarks on loopback. Each compares the proxy with a direct connection
 // in the same run:
 //
-//	go test -run '^$' -bench 'Tunnel|Connect|Guard' -benchtime 20x ./internal/doors/egress/
+//	go test -run '^$' -bench 'Tunnel|Connect' -benchtime 20x ./internal/doors/egress/
 //
 // Throughput is reported as MB/s (b.SetBytes); connect latency as the
 // median per connection (ms/median).
@@ -137,7 +137,7 @@ func benchProxy(b *testing.B, port int, skipSNI bool) *testProxy {
 		c.UnsafeSkipSNICheck = skipSNI
 		c.MaxTunnelsPerSession = 256
 		c.IdleTimeout = time.Minute
-		c.Resolver = newFakeResolver().set("example.com", "127.0.0.1")
+		c.Resolver = netguardtest.NewResolver().Set("example.com", "127.0.0.1")
 	}))
 }
 
@@ -282,21 +282,6 @@ func median(ds []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// BenchmarkGuardCheckHost is the per-request host decision.
-func BenchmarkGuardCheckHost(b *testing.B) {
-	g, err := NewGuard(GuardConfig{Allow: netpolicy.MustParsePatterns("github.com", "*.githubusercontent.com", "pypi.org", "*.pythonhosted.org")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, _ := netpolicy.ParseHost("objects.githubusercontent.com")
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := g.CheckHost(h); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // BenchmarkReadClientHello is the cost of the SNI check per tunnel.
 func BenchmarkReadClientHello(b *testing.B) {

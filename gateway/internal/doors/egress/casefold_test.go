@@ -7,20 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 	"ironcurtain.dev/gateway/policy"
 	"ironcurtain.dev/gateway/secretscan"
 )
-
-// total is the number of lookups the resolver was asked for, every name.
-func (r *fakeResolver) total() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, c := range r.lookups {
-		n += c
-	}
-	return n
-}
 
 // A host name is case-insensitive, so the proxy lower-cases it; a scan of
 // the lower-cased name missed the case-sensitive formats spelled into its
@@ -57,7 +47,7 @@ func TestProxySecretsHostCaseBeforeResolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := newFakeResolver().set(lowerKey+".allowed.test", "127.0.0.1").set("x-gw0f3a9c1b7e5d42a8.allowed.test", "127.0.0.1")
+			res := netguardtest.NewResolver().Set(lowerKey+".allowed.test", "127.0.0.1").Set("x-gw0f3a9c1b7e5d42a8.allowed.test", "127.0.0.1")
 			esc := &fakeEscalator{approve: false}
 			tp := startProxy(t, port,
 				withConfig(func(c *ProxyConfig) { noSNI(c); c.Resolver = res }),
@@ -83,8 +73,8 @@ func TestProxySecretsHostCaseBeforeResolve(t *testing.T) {
 			if ev.Rule != policy.RuleSecretEgress || !strings.Contains(ev.Reason, tt.wantWhere) {
 				t.Fatalf("recorded %q / %q; want %q naming %q", ev.Rule, ev.Reason, policy.RuleSecretEgress, tt.wantWhere)
 			}
-			if n := res.total(); n != 0 {
-				t.Fatalf("%d DNS lookups before the refusal (%v): the label left the gateway", n, res.lookups)
+			if n := res.Total(); n != 0 {
+				t.Fatalf("%d DNS lookups before the refusal (%v): the label left the gateway", n, res.Lookups())
 			}
 			// The audit record and the operator never see the labels (the
 			// agent's own answer may name the host it asked for).

@@ -45,7 +45,7 @@ func (p *Proxy) decide(ctx context.Context, r *http.Request, st *reqState, h net
 		return p.refuse(st, &refusal{http.StatusForbidden, rulePorts, "port " + strconv.Itoa(port) + " is not allowed"})
 	}
 	if h.IsIP() {
-		if err := p.guard.addrs.Check(h.Addr()); err != nil {
+		if err := p.guard.CheckAddress(h.Addr()); err != nil {
 			return p.refuse(st, addressRefusal(err))
 		}
 	}
@@ -121,7 +121,7 @@ func (p *Proxy) decideHost(ctx context.Context, st *reqState, h netpolicy.Host, 
 		return p.decideServerHost(st, srv, h, insp)
 	}
 	rule, reason, listed := "", "", false
-	if pat, ok := netpolicy.FirstMatch(p.guard.allow, h); ok {
+	if pat, ok := p.guard.AllowedBy(h); ok {
 		rule, reason, listed = ruleAllowlist+"["+pat.String()+"]", "host is in the allowlist", true
 	} else if p.approvals != nil && p.approvals.Allowed(st.session, h, port) {
 		rule, reason, listed = ruleApproval, "a human approved this host for the session", true

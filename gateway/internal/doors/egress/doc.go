@@ -1,7 +1,8 @@
-// Package egress is how the agent reaches the network: the Guard, which
-// dials only checked addresses of allowed hosts (used by the proxy and by the
-// fetch tool server), and the audited CONNECT/HTTP proxy the agent container
-// uses as HTTPS_PROXY (built on elazarl/goproxy).
+// Package egress is how the agent reaches the network: the audited
+// CONNECT/HTTP proxy the agent container uses as HTTPS_PROXY (built on
+// elazarl/goproxy). It dials through netguard.Guard, which dials only checked
+// addresses of allowed hosts (and which the fetch tool server and url: MCP
+// servers share).
 //
 // Per request the proxy identifies the session (Proxy-Authorization carrying
 // the agent token), decides on the canonical host and port before any DNS

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 	"ironcurtain.dev/gateway/internal/session"
 )
 
@@ -49,7 +50,7 @@ func TestFrontClientGoneDuringEscalation(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			esc := &blockingEscalator{called: make(chan struct{}, 1), ended: make(chan error, 1)}
-			res := newFakeResolver().set("new.test", "127.0.0.1")
+			res := netguardtest.NewResolver().Set("new.test", "127.0.0.1")
 			tp := startProxy(t, port,
 				withConfig(func(c *ProxyConfig) { noSNI(c); c.EscalateUnknownHosts = true; c.Resolver = res }),
 				withDeps(func(d *Deps) { d.Escalator = esc }))
@@ -268,7 +269,7 @@ func TestFrontPanicEndsOneConnection(t *testing.T) {
 func TestFrontShutdown(t *testing.T) {
 	port := echoUpstream(t)
 	esc := &blockingEscalator{called: make(chan struct{}, 1), ended: make(chan error, 1)}
-	res := newFakeResolver().set("new.test", "127.0.0.1")
+	res := netguardtest.NewResolver().Set("new.test", "127.0.0.1")
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
 		noSNI(c)
 		c.EscalateUnknownHosts = true

@@ -13,6 +13,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
+	"ironcurtain.dev/gateway/internal/netguard"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -163,7 +164,7 @@ func (p *Proxy) dialRefusal(st *reqState, err error) *refusal {
 	switch {
 	case errors.As(err, &ae):
 		return p.refuse(st, addressRefusal(err))
-	case errors.Is(err, ErrResolve):
+	case errors.Is(err, netguard.ErrResolve):
 		return &refusal{http.StatusBadGateway, ruleDial, "the host does not resolve"}
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return &refusal{http.StatusGatewayTimeout, ruleDial, "the upstream connection timed out"}
@@ -191,7 +192,7 @@ func (p *Proxy) pinnedDial(ctx context.Context, network, addr string) (net.Conn,
 		return nil, fmt.Errorf("%w (asked for %q)", errNotDecided, addr)
 	}
 	start := time.Now()
-	c, a, err := p.guard.dialHost(ctx, network, h, port)
+	c, a, err := p.guard.DialHost(ctx, network, h, port)
 	p.metrics.dial.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err

@@ -24,6 +24,8 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
+	"ironcurtain.dev/gateway/internal/netguard"
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/netpolicy"
 )
@@ -101,7 +103,7 @@ type testProxy struct {
 	p        *Proxy
 	addr     string
 	sink     *memSink
-	resolver *fakeResolver
+	resolver *netguardtest.Resolver
 	reg      *prometheus.Registry
 	stop     func() error
 }
@@ -116,6 +118,9 @@ func withDeps(f func(*Deps)) proxyOpt {
 	return func(_ *ProxyConfig, d *Deps) { f(d) }
 }
 
+// loopback8 lets the proxy under test dial the loopback upstreams.
+var loopback8 = netpolicy.AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+
 // startProxy runs a proxy that allows example.com and *.allowed.test,
 // resolves names with a fake resolver (all of them to 127.0.0.1 unless a
 // test says otherwise) and may dial 127.0.0.0/8.
@@ -125,7 +130,7 @@ func startProxy(t testing.TB, upstreamPort int, opts ...proxyOpt) *testProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := newFakeResolver().set("example.com", "127.0.0.1").set("a.allowed.test", "127.0.0.1")
+	res := netguardtest.NewResolver().Set("example.com", "127.0.0.1").Set("a.allowed.test", "127.0.0.1")
 	cfg := ProxyConfig{
 		Allow:             netpolicy.MustParsePatterns("example.com", "*.allowed.test"),
 		AllowedPorts:      []int{upstreamPort},
@@ -141,7 +146,7 @@ func startProxy(t testing.TB, upstreamPort int, opts ...proxyOpt) *testProxy {
 	for _, o := range opts {
 		o(&cfg, &deps)
 	}
-	if r, ok := cfg.Resolver.(*fakeResolver); ok {
+	if r, ok := cfg.Resolver.(*netguardtest.Resolver); ok {
 		res = r
 	}
 	p, err := NewProxy(cfg, deps)
@@ -308,7 +313,7 @@ func (a staticApprovals) Allowed(sessionID string, h netpolicy.Host, _ int) bool
 	return a[sessionID] == h.String()
 }
 
-var _ Resolver = (*fakeResolver)(nil)
+var _ netguard.Resolver = (*netguardtest.Resolver)(nil)
 var _ = netip.Addr{}
 
 func staticAuthForTest(t *testing.T) session.Authenticator {

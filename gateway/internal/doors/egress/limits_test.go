@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 )
 
 // echoUpstream is a TCP server on 127.0.0.1 that echoes what it reads.
@@ -103,7 +105,7 @@ func TestProxySlowlorisHead(t *testing.T) {
 	}
 	c.Close()
 	<-done
-	if n := tp.resolver.count("example.com"); n != 0 {
+	if n := tp.resolver.Count("example.com"); n != 0 {
 		t.Fatal("a partial request was resolved")
 	}
 }
@@ -233,7 +235,7 @@ func TestProxyEscalation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := newFakeResolver().set("new.test", "127.0.0.1")
+			res := netguardtest.NewResolver().Set("new.test", "127.0.0.1")
 			tp := startProxy(t, port,
 				withConfig(func(c *ProxyConfig) { noSNI(c); c.EscalateUnknownHosts = true; c.Resolver = res }),
 				withDeps(func(d *Deps) { d.Escalator = tt.esc }))
@@ -293,7 +295,7 @@ func TestProxyEscalation(t *testing.T) {
 
 func TestProxyApprovals(t *testing.T) {
 	port := echoUpstream(t)
-	res := newFakeResolver().set("approved.test", "127.0.0.1")
+	res := netguardtest.NewResolver().Set("approved.test", "127.0.0.1")
 	tp := startProxy(t, port,
 		withConfig(func(c *ProxyConfig) { noSNI(c); c.Resolver = res }),
 		withDeps(func(d *Deps) { d.Approvals = staticApprovals{"s1": "approved.test"} }))
@@ -576,7 +578,7 @@ func TestProxyEarlyClientBytes(t *testing.T) {
 func TestProxyPendingEscalationsCountAgainstCap(t *testing.T) {
 	port := echoUpstream(t)
 	esc := &fakeEscalator{approve: true, delay: 2 * time.Second}
-	res := newFakeResolver().set("example.com", "127.0.0.1").set("new.test", "127.0.0.1")
+	res := netguardtest.NewResolver().Set("example.com", "127.0.0.1").Set("new.test", "127.0.0.1")
 	tp := startProxy(t, port,
 		withConfig(func(c *ProxyConfig) {
 			noSNI(c)

@@ -21,6 +21,7 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/gate"
+	"ironcurtain.dev/gateway/internal/netguard"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
 	"ironcurtain.dev/gateway/internal/tracing"
@@ -89,7 +90,7 @@ type ProxyConfig struct {
 	// DefaultMaxScanBodyBytes.
 	MaxScanBodyBytes int64
 	// Resolver replaces net.DefaultResolver (tests).
-	Resolver Resolver
+	Resolver netguard.Resolver
 	// Servers are the proxy identities of image: servers (servers.go).
 	Servers []ServerIdentity
 }
@@ -116,7 +117,7 @@ type Deps struct {
 // Serve.
 type Proxy struct {
 	cfg       ProxyConfig
-	guard     *Guard
+	guard     *netguard.Guard
 	auth      session.Authenticator
 	sink      audit.Sink
 	escalator escalation.Escalator
@@ -183,7 +184,7 @@ func NewProxy(c ProxyConfig, d Deps) (*Proxy, error) {
 		}
 		ports[port] = true
 	}
-	g, err := NewGuard(GuardConfig{Allow: c.Allow, Addresses: c.Addresses, Resolver: c.Resolver, DialTimeout: c.ConnectTimeout, KeepAlive: upstreamKeepAlive})
+	g, err := netguard.NewGuard(netguard.GuardConfig{Allow: c.Allow, Addresses: c.Addresses, Resolver: c.Resolver, DialTimeout: c.ConnectTimeout, KeepAlive: upstreamKeepAlive})
 	if err != nil {
 		return nil, fmt.Errorf("creating egress proxy: %w", err)
 	}

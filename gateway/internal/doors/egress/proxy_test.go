@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -35,7 +36,7 @@ func TestProxyConnectAllowed(t *testing.T) {
 	if ev.BytesUp < 100 || ev.BytesDown < 100 || ev.Duration <= 0 || ev.ID == "" {
 		t.Fatalf("event counts = %+v", ev)
 	}
-	if n := tp.resolver.count("example.com"); n != 1 {
+	if n := tp.resolver.Count("example.com"); n != 1 {
 		t.Fatalf("%d lookups for one tunnel", n)
 	}
 }
@@ -75,14 +76,14 @@ func TestProxyConnectRefused(t *testing.T) {
 		{name: "name resolving to loopback without unsafe allow", opts: []proxyOpt{withConfig(func(c *ProxyConfig) { c.Addresses = netpolicy.AddressPolicy{} })},
 			target: hostPort("example.com", port), auth: basicAuth(tokenS1), wantStatus: 403, wantRule: ruleAddresses, wantBody: "loopback"},
 		{name: "name resolving to metadata", opts: []proxyOpt{withConfig(func(c *ProxyConfig) {
-			c.Resolver = newFakeResolver().set("a.allowed.test", "169.254.169.254")
+			c.Resolver = netguardtest.NewResolver().Set("a.allowed.test", "169.254.169.254")
 		})}, target: hostPort("a.allowed.test", port), auth: basicAuth(tokenS1), wantStatus: 403, wantRule: ruleAddresses, wantBody: "metadata"},
 		{name: "name resolving to mapped loopback", opts: []proxyOpt{withConfig(func(c *ProxyConfig) {
 			c.Addresses = netpolicy.AddressPolicy{}
-			c.Resolver = newFakeResolver().set("a.allowed.test", "::ffff:127.0.0.1")
+			c.Resolver = netguardtest.NewResolver().Set("a.allowed.test", "::ffff:127.0.0.1")
 		})}, target: hostPort("a.allowed.test", port), auth: basicAuth(tokenS1), wantStatus: 403, wantRule: ruleAddresses, wantBody: "loopback"},
 		{name: "name resolving to public and private", opts: []proxyOpt{withConfig(func(c *ProxyConfig) {
-			c.Resolver = newFakeResolver().set("a.allowed.test", "127.0.0.1", "192.168.1.10")
+			c.Resolver = netguardtest.NewResolver().Set("a.allowed.test", "127.0.0.1", "192.168.1.10")
 		})}, target: hostPort("a.allowed.test", port), auth: basicAuth(tokenS1), wantStatus: 403, wantRule: ruleAddresses, wantBody: "private"},
 		{name: "name that does not resolve", target: hostPort("nx.allowed.test", port), auth: basicAuth(tokenS1), wantStatus: 502, wantRule: ruleDial},
 	}
@@ -122,7 +123,7 @@ func TestProxyConnectRefused(t *testing.T) {
 			if tt.wantStatus == 403 && ev.Rule != tt.wantRule {
 				t.Fatalf("event rule %q; want %q", ev.Rule, tt.wantRule)
 			}
-			if tt.noLookup != "" && tp.resolver.count(tt.noLookup) != 0 {
+			if tt.noLookup != "" && tp.resolver.Count(tt.noLookup) != 0 {
 				t.Fatalf("%s was resolved before the host decision", tt.noLookup)
 			}
 		})
@@ -154,7 +155,7 @@ func TestProxyMalformedTargetRefusedByHTTPServer(t *testing.T) {
 			if resp.StatusCode != http.StatusBadRequest {
 				t.Fatalf("status %d; want 400", resp.StatusCode)
 			}
-			if tp.resolver.count("example.com") != 0 {
+			if tp.resolver.Count("example.com") != 0 {
 				t.Fatal("resolved a malformed target")
 			}
 			for _, ev := range tp.sink.all() {
@@ -168,7 +169,7 @@ func TestProxyMalformedTargetRefusedByHTTPServer(t *testing.T) {
 
 func TestProxyDNSRebinding(t *testing.T) {
 	_, port, roots := tlsUpstream(t)
-	res := newFakeResolver().set("example.com", "127.0.0.1").set("example.com", "127.0.0.2")
+	res := netguardtest.NewResolver().Set("example.com", "127.0.0.1").Set("example.com", "127.0.0.2")
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
 		c.Resolver = res
 		c.Addresses = netpolicy.AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
@@ -179,7 +180,7 @@ func TestProxyDNSRebinding(t *testing.T) {
 		t.Fatalf("first GET: %v", err)
 	}
 	body(t, resp)
-	if n := res.count("example.com"); n != 1 {
+	if n := res.Count("example.com"); n != 1 {
 		t.Fatalf("%d lookups for the first tunnel; want 1", n)
 	}
 	_, err = client.Get("https://example.com:" + strconv.Itoa(port) + "/")
@@ -201,7 +202,7 @@ func TestProxyDNSRebinding(t *testing.T) {
 	if allowed != 1 || denied != 1 {
 		t.Fatalf("%d allowed and %d denied tunnels; want 1 and 1", allowed, denied)
 	}
-	if n := res.count("example.com"); n != 2 {
+	if n := res.Count("example.com"); n != 2 {
 		t.Fatalf("%d lookups for two tunnels; want 2", n)
 	}
 }

@@ -20,6 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"ironcurtain.dev/gateway/internal/netguard"
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -379,8 +381,8 @@ func TestTunnelSocketsKeepAlive(t *testing.T) {
 		t.Fatalf("client socket seen %v, upstream socket seen %v", sawClient, sawUpstream)
 	}
 	// Control: a Guard left at its default dials with Go's keep-alive (15 s).
-	g, err := NewGuard(GuardConfig{Allow: netpolicy.MustParsePatterns("example.com"), Addresses: loopback8,
-		Resolver: newFakeResolver().set("example.com", "127.0.0.1")})
+	g, err := netguard.NewGuard(netguard.GuardConfig{Allow: netpolicy.MustParsePatterns("example.com"), Addresses: loopback8,
+		Resolver: netguardtest.NewResolver().Set("example.com", "127.0.0.1")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/policy"
 	"ironcurtain.dev/gateway/secretscan"
@@ -127,7 +128,7 @@ func TestProxySecretsPlainHTTP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := newFakeResolver().set("example.com", "127.0.0.1").set("evil.test", "127.0.0.1")
+			res := netguardtest.NewResolver().Set("example.com", "127.0.0.1").Set("evil.test", "127.0.0.1")
 			tp := startProxy(t, up.port,
 				withConfig(func(c *ProxyConfig) { c.MaxScanBodyBytes = 512; c.EscalateUnknownHosts = tt.escalate; c.Resolver = res }),
 				withDeps(func(d *Deps) { d.Escalator = tt.esc; d.Secrets = newScanner(t, tt.scan) }))
@@ -216,7 +217,7 @@ func TestProxySecretsConnectHost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := newFakeResolver().set(tt.host, "127.0.0.1")
+			res := netguardtest.NewResolver().Set(tt.host, "127.0.0.1")
 			esc := &fakeEscalator{}
 			tp := startProxy(t, port,
 				withConfig(func(c *ProxyConfig) { noSNI(c); c.EscalateUnknownHosts = true; c.Resolver = res }),

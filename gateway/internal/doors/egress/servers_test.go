@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
@@ -24,7 +25,7 @@ func TestServerIdentity(t *testing.T) {
 	esc := &fakeEscalator{approve: true}
 	tp := startProxy(t, port, withConfig(func(c *ProxyConfig) {
 		c.Servers = []ServerIdentity{{Name: "notes", Token: tokenNotes, Allow: netpolicy.MustParsePatterns("api.notes.test")}}
-		c.Resolver = newFakeResolver().set("example.com", "127.0.0.1").set("api.notes.test", "127.0.0.1").set("a.allowed.test", "127.0.0.1")
+		c.Resolver = netguardtest.NewResolver().Set("example.com", "127.0.0.1").Set("api.notes.test", "127.0.0.1").Set("a.allowed.test", "127.0.0.1")
 		c.EscalateUnknownHosts = true
 		c.UnsafeSkipSNICheck = true
 	}), withDeps(func(d *Deps) { d.Escalator = esc }))

@@ -5,7 +5,7 @@
 // args, env; the default), its own container started by the launcher
 // (image: mode, Config.Launch), or a remote or sidecar server over
 // streamable HTTP (url: mode, Config.Transport, NewHTTPTransport: dialed
-// through the egress Guard, every request recorded). The modes share
+// through a Guard (netguard), every request recorded). The modes share
 // everything but the connection: listing, pinning hooks, restarts with
 // back-off; the two stdio modes also share a cap on one stdout line
 // (MaxLineBytes).

@@ -20,7 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/egress"
+	"ironcurtain.dev/gateway/internal/netguard"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/netpolicy"
 )
@@ -43,8 +43,8 @@ const (
 // ErrResponseTooLarge is the read error past MaxRemoteResponseBytes.
 var ErrResponseTooLarge = errors.New("the url: server's response is larger than the gateway accepts")
 
-// Dialer dials every connection of a url: server: the egress Guard
-// (*egress.Guard), which checks the host against the server's allowlist
+// Dialer dials every connection of a url: server: the Guard
+// (*netguard.Guard), which checks the host against the server's allowlist
 // before any lookup, resolves once, checks every address (SSRF-safe) and
 // dials exactly a checked address.
 type Dialer interface {
@@ -68,7 +68,7 @@ type HTTPConfig struct {
 
 // HTTPDeps are the url: transport's collaborators.
 type HTTPDeps struct {
-	// Dialer dials every connection (required; the egress Guard).
+	// Dialer dials every connection (required; a *netguard.Guard).
 	Dialer Dialer
 	// Sink receives one EgressEvent per HTTP request (required).
 	Sink audit.Sink
@@ -319,6 +319,6 @@ func defaultPort(scheme string) int {
 // isHostRefusal reports whether err is the Guard refusing the host (not on
 // the allowlist) or an address it resolved to.
 func isHostRefusal(err error) bool {
-	var he *egress.HostError
-	return errors.As(err, &he) || errors.Is(err, egress.ErrHostNotAllowed) || errors.Is(err, egress.ErrUncheckedAddress)
+	var he *netguard.HostError
+	return errors.As(err, &he) || errors.Is(err, netguard.ErrHostNotAllowed) || errors.Is(err, netguard.ErrUncheckedAddress)
 }

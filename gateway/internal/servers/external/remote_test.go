@@ -17,7 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/egress"
+	"ironcurtain.dev/gateway/internal/netguard"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/netpolicy"
 )
@@ -91,15 +91,15 @@ func (r *remoteMCP) sawToken() bool {
 	return ok
 }
 
-// loopbackGuard is the egress Guard a url: server is dialed through, told
+// loopbackGuard is the Guard a url: server is dialed through, told
 // (the unsafe allowance) that 127.0.0.1 is reachable, as tests must.
-func loopbackGuard(t *testing.T, hosts ...string) *egress.Guard {
+func loopbackGuard(t *testing.T, hosts ...string) *netguard.Guard {
 	t.Helper()
 	allow, err := netpolicy.ParsePatterns(hosts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := egress.NewGuard(egress.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{
+	g, err := netguard.NewGuard(netguard.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{
 		UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 	}})
 	if err != nil {
@@ -185,7 +185,7 @@ func TestURLServerRefusedDestinations(t *testing.T) {
 		want  error
 	}{
 		{name: "cloud metadata address", url: "http://169.254.169.254/mcp", guard: loopbackGuard(t, "169.254.169.254"), want: netpolicy.ErrAddressDenied},
-		{name: "host not on the allowlist", url: r.srv.URL + "/mcp", guard: loopbackGuard(t, "mcp.example.com"), want: egress.ErrHostNotAllowed},
+		{name: "host not on the allowlist", url: r.srv.URL + "/mcp", guard: loopbackGuard(t, "mcp.example.com"), want: netguard.ErrHostNotAllowed},
 		{name: "redirect to a private address", url: redirect.URL + "/mcp", guard: loopbackGuard(t, "127.0.0.1", "10.0.0.1"), want: ErrRedirect},
 	}
 	for _, tt := range tests {
@@ -261,7 +261,7 @@ func BenchmarkURLServerCall(b *testing.B) {
 	r := newRemoteMCP(b)
 	u, _ := netpolicy.ParseURL(r.srv.URL + "/mcp")
 	allow, _ := netpolicy.ParsePatterns([]string{"127.0.0.1"})
-	g, _ := egress.NewGuard(egress.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}})
+	g, _ := netguard.NewGuard(netguard.GuardConfig{Allow: allow, Addresses: netpolicy.AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}})
 	tr, err := NewHTTPTransport(HTTPConfig{Name: "notes", URL: u}, HTTPDeps{Dialer: g, Sink: discardSink{}})
 	if err != nil {
 		b.Fatal(err)

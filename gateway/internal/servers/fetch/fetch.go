@@ -2,7 +2,7 @@
 // http_fetch, that GETs a URL and returns its text, with HTML converted to
 // readable markdown.
 //
-// Every connection goes through the egress Guard, the same code the egress
+// Every connection goes through the Guard (netguard), the same code the egress
 // proxy dials with: the host must be on the fetch allowlist
 // (servers.fetch.allowed_domains) before any DNS lookup, the name is resolved
 // once, every address is checked against the private-range rules and the
@@ -60,7 +60,7 @@ const (
 	DefaultUserAgent        = "IronCurtain-fetch/1.0 (AI agent gateway)"
 )
 
-// Guard is what the server needs of egress.Guard: the host check made before
+// Guard is what the server needs of netguard.Guard: the host check made before
 // any DNS lookup, the checked dial, and the address-checked lookup used for a
 // host a human approved.
 type Guard interface {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/egress"
+	"ironcurtain.dev/gateway/internal/netguard"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/netpolicy"
 )
@@ -139,7 +139,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 		"lan.example.com":      {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.0.0.7")},
 		"rebind.example.net":   {netip.MustParseAddr("192.168.1.1")},
 	}}
-	g, err := egress.NewGuard(egress.GuardConfig{
+	g, err := netguard.NewGuard(netguard.GuardConfig{
 		Allow:     netpolicy.MustParsePatterns("docs.example.com", "*.example.com"),
 		Addresses: netpolicy.AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		Resolver:  res,
@@ -505,7 +505,7 @@ func TestRuneWindow(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	g, _ := egress.NewGuard(egress.GuardConfig{})
+	g, _ := netguard.NewGuard(netguard.GuardConfig{})
 	tests := []struct {
 		name string
 		cfg  Config

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/doors/egress"
+	"ironcurtain.dev/gateway/internal/netguard"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/netpolicy"
 )
@@ -82,7 +82,7 @@ func (s *Server) transport(approved netpolicy.Host) *http.Transport {
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if network != "tcp" && network != "tcp4" && network != "tcp6" {
-				return nil, egress.ErrBadNetwork
+				return nil, netguard.ErrBadNetwork
 			}
 			h, port, err := netpolicy.ParseAuthority(addr, 0)
 			if err != nil {
@@ -122,7 +122,7 @@ func (s *Server) dialApproved(ctx context.Context, h netpolicy.Host, port int) (
 		last = err
 	}
 	if last == nil {
-		last = egress.ErrResolve
+		last = netguard.ErrResolve
 	}
 	return nil, fmt.Errorf("dialing approved host %s: %w", h, last)
 }
@@ -256,15 +256,15 @@ func (s *Server) record(ctx context.Context, ev *audit.EgressEvent) error {
 // dialFailure classifies a failed request for the audit event and returns
 // the agent's message (no addresses, no internal detail).
 func (s *Server) dialFailure(ev *audit.EgressEvent, err error, host string) string {
-	var he *egress.HostError
+	var he *netguard.HostError
 	switch {
-	case errors.Is(err, netpolicy.ErrAddressDenied) || errors.Is(err, egress.ErrUncheckedAddress):
+	case errors.Is(err, netpolicy.ErrAddressDenied) || errors.Is(err, netguard.ErrUncheckedAddress):
 		ev.Decision, ev.Rule, ev.Reason = "deny", ruleAddress, "the host resolves to a non-public address"
 		return "fetch refused: " + host + " resolves to a private or internal address"
-	case errors.As(err, &he) || errors.Is(err, egress.ErrHostNotAllowed):
+	case errors.As(err, &he) || errors.Is(err, netguard.ErrHostNotAllowed):
 		ev.Decision, ev.Rule, ev.Reason = "deny", ruleAllowlist, "host is not on the fetch allowlist"
 		return "fetch refused: " + host + " is not on the fetch allowlist (servers.fetch.allowed_domains)"
-	case errors.Is(err, egress.ErrResolve):
+	case errors.Is(err, netguard.ErrResolve):
 		ev.Decision = "allow"
 		return "fetch failed: " + host + " does not resolve"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -1,4 +1,4 @@
-package egress
+package netguard
 
 import (
 	"context"
@@ -9,56 +9,14 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
+	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
 	"ironcurtain.dev/gateway/netpolicy"
 )
 
-// fakeResolver answers from a table; answers[name][i] is the i-th answer
-// (the last one repeats), so a test can change the answer between lookups.
-type fakeResolver struct {
-	mu      sync.Mutex
-	answers map[string][][]netip.Addr
-	lookups map[string]int
-}
-
-func newFakeResolver() *fakeResolver {
-	return &fakeResolver{answers: map[string][][]netip.Addr{}, lookups: map[string]int{}}
-}
-
-func (r *fakeResolver) set(name string, answers ...string) *fakeResolver {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var as []netip.Addr
-	for _, a := range answers {
-		as = append(as, netip.MustParseAddr(a))
-	}
-	r.answers[name] = append(r.answers[name], as)
-	return r
-}
-
-func (r *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := r.lookups[host]
-	r.lookups[host]++
-	list := r.answers[host]
-	if len(list) == 0 {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-	}
-	if n >= len(list) {
-		n = len(list) - 1
-	}
-	return list[n], nil
-}
-
-func (r *fakeResolver) count(host string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lookups[host]
-}
+var _ Resolver = (*netguardtest.Resolver)(nil)
 
 var loopback8 = netpolicy.AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 
@@ -139,9 +97,9 @@ func TestGuardDial(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := newFakeResolver()
+			res := netguardtest.NewResolver()
 			for name, as := range tt.answers {
-				res.set(name, as...)
+				res.Set(name, as...)
 			}
 			g, err := NewGuard(GuardConfig{Allow: netpolicy.MustParsePatterns(tt.allow...), Addresses: tt.addresses, Resolver: res, DialTimeout: 5 * time.Second})
 			if err != nil {
@@ -152,7 +110,7 @@ func TestGuardDial(t *testing.T) {
 				t.Fatal(err)
 			}
 			c, addr, err := g.Dial(context.Background(), h, port)
-			if got := res.count(h.String()); got != tt.lookups {
+			if got := res.Count(h.String()); got != tt.lookups {
 				t.Errorf("lookups = %d; want %d", got, tt.lookups)
 			}
 			if tt.wantErr != nil {
@@ -192,7 +150,7 @@ func TestGuardDNSRebinding(t *testing.T) {
 	lnB.Close()
 	listen(t, "127.0.0.2:"+strconv.Itoa(portA), "B")
 
-	res := newFakeResolver().set("rebind.test", "127.0.0.1").set("rebind.test", "127.0.0.2")
+	res := netguardtest.NewResolver().Set("rebind.test", "127.0.0.1").Set("rebind.test", "127.0.0.2")
 	g, err := NewGuard(GuardConfig{
 		Allow:     netpolicy.MustParsePatterns("rebind.test"),
 		Addresses: netpolicy.AddressPolicy{UnsafeAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
@@ -208,7 +166,7 @@ func TestGuardDNSRebinding(t *testing.T) {
 	if got := readName(t, c); got != "A" {
 		t.Fatalf("reached %q; want A", got)
 	}
-	if n := res.count("rebind.test"); n != 1 {
+	if n := res.Count("rebind.test"); n != 1 {
 		t.Fatalf("%d lookups for one dial; want 1", n)
 	}
 	// The next dial sees the rebound answer and is refused, not redirected.
@@ -219,7 +177,7 @@ func TestGuardDNSRebinding(t *testing.T) {
 }
 
 func TestGuardDialContextInput(t *testing.T) {
-	g, err := NewGuard(GuardConfig{Allow: netpolicy.MustParsePatterns("*.test"), Addresses: loopback8, Resolver: newFakeResolver()})
+	g, err := NewGuard(GuardConfig{Allow: netpolicy.MustParsePatterns("*.test"), Addresses: loopback8, Resolver: netguardtest.NewResolver()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +239,7 @@ func TestGuardRedirectHopsAreChecked(t *testing.T) {
 	defer start.Close()
 	startPort := start.Listener.Addr().(*net.TCPAddr).Port
 
-	res := newFakeResolver().set("start.test", "127.0.0.1").set("other.test", "127.0.0.1").set("allowed.test", "127.0.0.1")
+	res := netguardtest.NewResolver().Set("start.test", "127.0.0.1").Set("other.test", "127.0.0.1").Set("allowed.test", "127.0.0.1")
 	g, err := NewGuard(GuardConfig{Allow: netpolicy.MustParsePatterns("start.test", "allowed.test"), Addresses: loopback8, Resolver: res})
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +272,7 @@ func TestGuardRedirectHopsAreChecked(t *testing.T) {
 			}
 		})
 	}
-	if n := res.count("other.test"); n != 0 {
+	if n := res.Count("other.test"); n != 0 {
 		t.Fatalf("the unlisted redirect target was resolved %d times", n)
 	}
 }
@@ -331,7 +289,7 @@ func TestNewGuardValidates(t *testing.T) {
 // DialApproved skips the allowlist but not the address policy.
 func TestGuardDialApproved(t *testing.T) {
 	port := listen(t, "127.0.0.1:0", "A")
-	res := newFakeResolver().set("approved.test", "127.0.0.1").set("meta.test", "169.254.169.254")
+	res := netguardtest.NewResolver().Set("approved.test", "127.0.0.1").Set("meta.test", "169.254.169.254")
 	g, err := NewGuard(GuardConfig{Addresses: loopback8, Resolver: res})
 	if err != nil {
 		t.Fatal(err)

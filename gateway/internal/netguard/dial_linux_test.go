@@ -1,9 +1,10 @@
 //go:build linux
 
-package egress
+package netguard
 
 import (
 	"context"
+	"errors"
 	"net"
 	"runtime"
 	"strconv"
@@ -62,13 +63,13 @@ func TestGuardConnectTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
-	c, _, err := g.dialHost(ctx, "tcp", h, port)
+	c, _, err := g.DialHost(ctx, "tcp", h, port)
 	el := time.Since(start)
 	if err == nil {
 		_ = c.Close()
 		t.Fatal("the silent port accepted a handshake: the test's premise (a full accept queue drops SYNs) does not hold")
 	}
-	if !isTimeout(err) {
+	if ne := net.Error(nil); !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("error %v; want a timeout", err)
 	}
 	if el < 250*time.Millisecond || el > 2*time.Second {

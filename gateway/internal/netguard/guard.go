@@ -1,4 +1,4 @@
-package egress
+package netguard
 
 import (
 	"context"
@@ -130,6 +130,17 @@ func (g *Guard) CheckHost(h netpolicy.Host) error {
 	return nil
 }
 
+// CheckAddress applies the Guard's address policy to a: nil if a may be
+// dialed, else the policy's *netpolicy.AddressError.
+func (g *Guard) CheckAddress(a netip.Addr) error { return g.addrs.Check(a) }
+
+// AllowedBy returns the first allowlist pattern h matches, and false if it
+// matches none. It is the allowlist half of CheckHost, for a caller that
+// records which pattern allowed a host.
+func (g *Guard) AllowedBy(h netpolicy.Host) (netpolicy.Pattern, bool) {
+	return netpolicy.FirstMatch(g.allow, h)
+}
+
 // Dial checks h with CheckHost, resolves it once, checks every address it
 // resolves to (any refused address refuses the whole answer), and connects
 // to the first checked address that accepts, with no further lookup. It
@@ -138,7 +149,7 @@ func (g *Guard) Dial(ctx context.Context, h netpolicy.Host, port int) (net.Conn,
 	if err := g.CheckHost(h); err != nil {
 		return nil, netip.Addr{}, err
 	}
-	return g.dialHost(ctx, "tcp", h, port)
+	return g.DialHost(ctx, "tcp", h, port)
 }
 
 // DialApproved is Dial for a host the caller allowed by other means (a
@@ -149,7 +160,7 @@ func (g *Guard) DialApproved(ctx context.Context, h netpolicy.Host, port int) (n
 	if h.IsZero() {
 		return nil, netip.Addr{}, &HostError{Host: h, Err: ErrHostNotAllowed}
 	}
-	return g.dialHost(ctx, "tcp", h, port)
+	return g.DialHost(ctx, "tcp", h, port)
 }
 
 // DialContext has the signature of http.Transport.DialContext: addr is
@@ -167,7 +178,7 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	if err := g.CheckHost(h); err != nil {
 		return nil, err
 	}
-	c, _, err := g.dialHost(ctx, network, h, port)
+	c, _, err := g.DialHost(ctx, network, h, port)
 	return c, err
 }
 
@@ -204,10 +215,13 @@ func (g *Guard) Resolve(ctx context.Context, h netpolicy.Host) ([]netip.Addr, er
 	return out, nil
 }
 
-// dialHost resolves and dials without consulting the allowlist: the caller
+// DialHost resolves and dials without consulting the allowlist: the caller
 // has made the host decision (the proxy adds session approvals and
-// escalations to the static allowlist).
-func (g *Guard) dialHost(ctx context.Context, network string, h netpolicy.Host, port int) (net.Conn, netip.Addr, error) {
+// escalations to the static allowlist). Everything else applies as in
+// Dial: one lookup, every address checked, only a checked address dialed.
+// network "tcp4" or "tcp6" restricts the addresses tried to that family;
+// any other value dials TCP to either.
+func (g *Guard) DialHost(ctx context.Context, network string, h netpolicy.Host, port int) (net.Conn, netip.Addr, error) {
 	if port < 1 || port > 65535 {
 		return nil, netip.Addr{}, fmt.Errorf("dialing %s: %w", h, netpolicy.ErrInvalidPort)
 	}
