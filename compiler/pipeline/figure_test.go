@@ -15,15 +15,11 @@ import (
 
 // figureLatency is the simulated model latency of TestConcurrencyFigure:
 // IRONCURTAIN_FIGURE_LATENCY (a Go duration, "2s" for the reported figure),
-// else 400ms so that CI runs it in seconds. The figure is about waiting for
-// the model: at 200ms the CPU-bound verification (about 1.8 s of the
-// original five servers' compile, longer when other test binaries share the
-// two cores) was as large as the waits, and the test measured the machine's
-// load instead (1.9x in a `make test` run).
+// else 200ms so that CI runs it in seconds.
 func figureLatency(t *testing.T) time.Duration {
 	v := os.Getenv("IRONCURTAIN_FIGURE_LATENCY")
 	if v == "" {
-		return 400 * time.Millisecond
+		return 200 * time.Millisecond
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
