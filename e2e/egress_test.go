@@ -1,7 +1,12 @@
 package e2e_test
 
 import (
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,6 +87,84 @@ func TestEgress(t *testing.T) {
 			if got[i].Connected != tt.want {
 				t.Errorf("agent → %s connected = %v (%s), want %v", tt.addr, got[i].Connected, got[i].Error, tt.want)
 			}
+		}
+	})
+
+	// compose/docker-compose.yml gives agent_net's bridge no IPv4 address
+	// on the host: through it the agent would reach every host service
+	// listening on all addresses (here a listener of the test, and the ops
+	// port the gateway publishes).
+	t.Run("no host address on the agent network", func(t *testing.T) {
+		b, err := s.AgentBridge(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !b.NoHostAddress {
+			t.Errorf("the agent network was created without %s (as compose/docker-compose.yml sets it)", "com.docker.network.bridge.inhibit_ipv4")
+		}
+		if iface, err := net.InterfaceByName(b.Interface); err == nil {
+			addrs, err := iface.Addrs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range addrs {
+				if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() {
+					t.Errorf("the agent network's bridge %s has the host address %s", b.Interface, p)
+				}
+			}
+		} else {
+			t.Logf("bridge %s not visible here (Docker runs elsewhere): %v", b.Interface, err)
+		}
+		ln, err := net.Listen("tcp4", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		var accepted atomic.Int32
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				c.Close()
+			}
+		}()
+		opsURL, err := s.OpsURL(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(opsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lnPort := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		targets := []string{
+			net.JoinHostPort(b.Gateway.String(), lnPort),   // a host service on 0.0.0.0
+			net.JoinHostPort(b.Gateway.String(), u.Port()), // the gateway's published ops port
+			net.JoinHostPort(b.Gateway.String(), "22"),     // sshd, if the host runs one
+		}
+		var got []struct {
+			Addr      string `json:"addr"`
+			Connected bool   `json:"connected"`
+			Error     string `json:"error"`
+		}
+		if err := s.Probe(ctx, session, nil, &got, append([]string{"dial"}, targets...)...); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(targets) {
+			t.Fatalf("dial results = %+v", got)
+		}
+		for _, r := range got {
+			if r.Connected {
+				t.Errorf("the agent container reached the host at %s", r.Addr)
+			} else {
+				t.Logf("host %s: unreachable (%s)", r.Addr, r.Error)
+			}
+		}
+		if n := accepted.Load(); n != 0 {
+			t.Errorf("the test's host listener accepted %d connections from the agent network", n)
 		}
 	})
 

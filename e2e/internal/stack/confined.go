@@ -116,16 +116,12 @@ func (s *Stack) DockerClient() *client.Client { return s.cli }
 
 // createServerNetwork creates the evil server's network: internal, and
 // without a host address on its bridge (the launcher refuses any other).
-// It is created with the Docker client: testcontainers' network.New drops
-// driver options.
 func (s *Stack) createServerNetwork(ctx context.Context) error {
-	name := s.name("srv")
-	res, err := s.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Internal: true, Labels: s.labels,
-		Options: map[string]string{"com.docker.network.bridge.inhibit_ipv4": "true"}})
+	n, err := s.createNetwork(ctx, "srv", true, map[string]string{inhibitIPv4: "true"})
 	if err != nil {
-		return fmt.Errorf("creating the server network: %w", err)
+		return err
 	}
-	s.confined.srvNet, s.confined.srvNetID = name, res.ID
+	s.confined.srvNet, s.confined.srvNetID = n.Name, n.ID
 	return nil
 }
 
@@ -230,7 +226,7 @@ func (s *Stack) createSecrets(ctx context.Context) error {
 			testcontainers.ContainerFile{Reader: bytesReader([]byte(s.confined.RemoteToken + "\n")), ContainerFilePath: "/in/remote-token", FileMode: 0o600},
 			testcontainers.ContainerFile{Reader: bytesReader(s.launcherConfig()), ContainerFilePath: "/in/launcher.yaml", FileMode: 0o644},
 		),
-		network.WithNetwork(nil, s.dbNet))
+		s.dbNet.on(nil))
 	return err
 }
 

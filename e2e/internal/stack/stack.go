@@ -1,7 +1,7 @@
 // Package stack starts and drives the end-to-end topology of IronCurtain on
 // private Docker networks with testcontainers-go, like the Compose file:
 //
-//	agent_net (internal)  agent ── gateway
+//	agent_net (internal, no host address)  agent ── gateway
 //	egress_net (internal)          gateway ── internet (the suite's own: pages, git, fake model)
 //	db_net (internal)              gateway ── postgres
 //	ops_net                        gateway :8081 published on 127.0.0.1 only (the operator)
@@ -145,12 +145,12 @@ type Stack struct {
 	EgressSubnet netip.Prefix
 	InternetIP   netip.Addr
 
-	nets      []*testcontainers.DockerNetwork
+	nets      []*dockerNet
 	volume    string
-	opsNet    *testcontainers.DockerNetwork
-	agentNet  *testcontainers.DockerNetwork
-	egressNet *testcontainers.DockerNetwork
-	dbNet     *testcontainers.DockerNetwork
+	opsNet    *dockerNet
+	agentNet  *dockerNet
+	egressNet *dockerNet
+	dbNet     *dockerNet
 
 	Postgres *testcontainers.DockerContainer
 	Gateway  *testcontainers.DockerContainer
@@ -274,7 +274,7 @@ func (s *Stack) Close(ctx context.Context) {
 	}
 	s.removeConfined(ctx)
 	for _, n := range s.nets {
-		_ = n.Remove(ctx)
+		_, _ = s.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
 	}
 	for _, v := range append([]string{s.volume}, s.extraVolumes...) {
 		if v != "" {
@@ -293,47 +293,56 @@ func (s *Stack) AgentHost() string { return s.agentHost }
 
 func (s *Stack) name(role string) string { return "ic-e2e-" + s.RunID + "-" + role }
 
-// noHostAddress gives a bridge network no IPv4 address on the host, as
-// compose/docker-compose.yml does for agent_net: an internal bridge's host
-// address would let the agent reach every host service on 0.0.0.0.
-var noHostAddress = network.CustomizeNetworkOption(func(req *client.NetworkCreateOptions) error {
-	if req.Options == nil {
-		req.Options = map[string]string{}
-	}
-	req.Options["com.docker.network.bridge.inhibit_ipv4"] = "true"
-	return nil
-})
+// inhibitIPv4 is the bridge driver option that gives a network no IPv4
+// address on the host, as compose/docker-compose.yml sets on agent_net: an
+// internal bridge's host address would let the agent reach every host
+// service listening on 0.0.0.0.
+const inhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
 
-func (s *Stack) createNetworks(ctx context.Context) error {
-	mk := func(role string, internal bool, extra ...network.NetworkCustomizer) (*testcontainers.DockerNetwork, error) {
-		opts := []network.NetworkCustomizer{network.WithLabels(s.labels), network.WithDriver("bridge")}
-		if internal {
-			opts = append(opts, network.WithInternal())
-		}
-		opts = append(opts, extra...)
-		n, err := network.New(ctx, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("creating %s network: %w", role, err)
-		}
-		s.nets = append(s.nets, n)
-		return n, nil
+// dockerNet is a network of the run, created with the Docker client
+// (testcontainers' network.New silently drops driver options, so
+// inhibitIPv4 would never apply).
+type dockerNet struct{ ID, Name string }
+
+// on attaches a container to the network with aliases.
+func (n *dockerNet) on(aliases []string) testcontainers.CustomizeRequestOption {
+	return network.WithNetworkName(aliases, n.Name)
+}
+
+// createNetwork creates a bridge network of the run as the Compose file
+// declares it: internal or not, with its driver options.
+func (s *Stack) createNetwork(ctx context.Context, role string, internal bool, options map[string]string) (*dockerNet, error) {
+	name := s.name(role)
+	res, err := s.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
+		Driver: "bridge", Internal: internal, Labels: s.labels, Options: options})
+	if err != nil {
+		return nil, fmt.Errorf("creating the %s network: %w", role, err)
 	}
+	n := &dockerNet{ID: res.ID, Name: name}
+	s.nets = append(s.nets, n)
+	return n, nil
+}
+
+// createNetworks creates the four networks of compose/docker-compose.yml
+// (agent_net internal and without a host address, db_net internal,
+// ops_net with the host route); egress is internal too: in the suite the
+// gateway's "internet" is our container only, nothing reaches the real
+// internet.
+func (s *Stack) createNetworks(ctx context.Context) error {
 	var err error
 	// The operator's network is the only one with a route to the host, so
 	// that the ops port can be published (on 127.0.0.1). The agent is never
 	// on it.
-	if s.opsNet, err = mk("ops", false); err != nil {
+	if s.opsNet, err = s.createNetwork(ctx, "ops", false, nil); err != nil {
 		return err
 	}
-	if s.agentNet, err = mk("agent", true, noHostAddress); err != nil {
+	if s.agentNet, err = s.createNetwork(ctx, "agent", true, map[string]string{inhibitIPv4: "true"}); err != nil {
 		return err
 	}
-	// Internal too: in the suite the gateway's "internet" is our container
-	// only; nothing reaches the real internet.
-	if s.egressNet, err = mk("egress", true); err != nil {
+	if s.egressNet, err = s.createNetwork(ctx, "egress", true, nil); err != nil {
 		return err
 	}
-	if s.dbNet, err = mk("db", true); err != nil {
+	if s.dbNet, err = s.createNetwork(ctx, "db", true, nil); err != nil {
 		return err
 	}
 	ins, err := s.cli.NetworkInspect(ctx, s.egressNet.ID, client.NetworkInspectOptions{})
@@ -363,7 +372,7 @@ func (s *Stack) createWorkspace(ctx context.Context) error {
 		testcontainers.WithEntrypoint("sh"),
 		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, workspace)),
 		testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0"; c.Healthcheck = noHealthcheck }),
-		network.WithNetwork(nil, s.dbNet))
+		s.dbNet.on(nil))
 	return err
 }
 
@@ -402,7 +411,7 @@ func (s *Stack) startPostgres(ctx context.Context) error {
 	c, err := testcontainers.Run(ctx, s.opts.PostgresImage,
 		testcontainers.WithName(s.name("postgres")),
 		testcontainers.WithLabels(s.labels),
-		network.WithNetwork([]string{hostPostgres}, s.dbNet),
+		s.dbNet.on([]string{hostPostgres}),
 		testcontainers.WithEnv(map[string]string{"POSTGRES_USER": dbUser, "POSTGRES_PASSWORD": s.Secrets.DBPassword, "POSTGRES_DB": dbName}),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: "/var/lib/postgresql/data"})
@@ -431,7 +440,7 @@ func (s *Stack) migrate(ctx context.Context) error {
 	logs, err := s.oneShot(ctx, s.opts.GatewayImage, "migrate", []string{"migrate", "up"},
 		testcontainers.WithEntrypoint("ironcurtain"),
 		testcontainers.WithConfigModifier(func(c *container.Config) { c.Healthcheck = noHealthcheck }),
-		network.WithNetwork(nil, s.dbNet),
+		s.dbNet.on(nil),
 		testcontainers.WithEnv(map[string]string{"IRONCURTAIN_DATABASE_URL": s.databaseURL()}))
 	if err == nil {
 		s.opts.Logf("migrate: %s", strings.TrimSpace(logs))
@@ -465,7 +474,7 @@ func (s *Stack) startInternet(ctx context.Context) error {
 	c, err := testcontainers.Run(ctx, s.opts.BaseImage,
 		testcontainers.WithName(s.name("internet")),
 		testcontainers.WithLabels(s.labels),
-		network.WithNetwork(names, s.egressNet),
+		s.egressNet.on(names),
 		// Root: it listens on 443 and 80 like the real thing. The image's
 		// healthcheck is the gateway's, not ours.
 		testcontainers.WithConfigModifier(func(c *container.Config) { c.User = "0"; c.Healthcheck = noHealthcheck }),
@@ -488,7 +497,7 @@ func (s *Stack) startInternet(ctx context.Context) error {
 }
 
 // ipOn returns a container's address on a network.
-func (s *Stack) ipOn(ctx context.Context, c *testcontainers.DockerContainer, n *testcontainers.DockerNetwork) (netip.Addr, error) {
+func (s *Stack) ipOn(ctx context.Context, c *testcontainers.DockerContainer, n *dockerNet) (netip.Addr, error) {
 	ins, err := c.Inspect(ctx)
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("inspecting %s: %w", c.ID, err)
@@ -536,10 +545,10 @@ func (s *Stack) runGateway(ctx context.Context, role, agentHost, opsHost string)
 	opts := []testcontainers.ContainerCustomizer{
 		testcontainers.WithName(s.name(role)),
 		testcontainers.WithLabels(s.labels),
-		network.WithNetwork([]string{opsHost}, s.opsNet), // first: the published port lives here
-		network.WithNetwork([]string{agentHost}, s.agentNet),
-		network.WithNetwork(nil, s.egressNet),
-		network.WithNetwork(nil, s.dbNet),
+		s.opsNet.on([]string{opsHost}), // first: the published port lives here
+		s.agentNet.on([]string{agentHost}),
+		s.egressNet.on(nil),
+		s.dbNet.on(nil),
 		testcontainers.WithEntrypoint("ironcurtain"),
 		testcontainers.WithCmd("serve", "--config", gatewayConfigPath),
 		testcontainers.WithEnv(map[string]string{
@@ -573,7 +582,7 @@ func (s *Stack) startAgent(ctx context.Context) error {
 	c, err := testcontainers.Run(ctx, s.opts.AgentImage,
 		testcontainers.WithName(s.name("agent")),
 		testcontainers.WithLabels(s.labels),
-		network.WithNetwork([]string{"agent"}, s.agentNet),
+		s.agentNet.on([]string{"agent"}),
 		testcontainers.WithEntrypoint(ProbePath),
 		testcontainers.WithCmd("idle"),
 		testcontainers.WithEnv(s.AgentEnv("agent")),
@@ -601,7 +610,7 @@ func (s *Stack) startShell(ctx context.Context) error {
 	c, err := testcontainers.Run(ctx, s.opts.AgentShellImage,
 		testcontainers.WithName(s.name("agent-shell")),
 		testcontainers.WithLabels(s.labels),
-		network.WithNetwork([]string{"agent-shell"}, s.agentNet),
+		s.agentNet.on([]string{"agent-shell"}),
 		testcontainers.WithEntrypoint("sleep"),
 		testcontainers.WithCmd("infinity"),
 		testcontainers.WithEnv(map[string]string{"IRONCURTAIN_AGENT_TOKEN": s.AgentTokens[s.opts.ShellSession]}),
