@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ironcurtain.dev/compiler/internal/buildinfo"
+	"ironcurtain.dev/gateway/buildinfo"
 )
 
 // The cobra plumbing, as in the gateway's internal/cli: -h/--help and

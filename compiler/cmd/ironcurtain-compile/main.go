@@ -25,7 +25,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ironcurtain.dev/compiler/internal/buildinfo"
+	"ironcurtain.dev/gateway/buildinfo"
 )
 
 // Exit codes.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ironcurtain.dev/gateway/internal/buildinfo"
+	"ironcurtain.dev/gateway/buildinfo"
 	"ironcurtain.dev/gateway/internal/cli/opscli"
 	"ironcurtain.dev/gateway/internal/cli/policycli"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ironcurtain.dev/gateway/internal/buildinfo"
+	"ironcurtain.dev/gateway/buildinfo"
 )
 
 // versionCmd is `ironcurtain version`: the same line as --version, or the
