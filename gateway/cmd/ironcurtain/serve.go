@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/buildinfo"
+	"ironcurtain.dev/gateway/config"
 	"ironcurtain.dev/gateway/internal/cli"
 	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
