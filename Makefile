@@ -27,7 +27,7 @@ CMD_PKGS := ./gateway/cmd/... ./agent/cmd/... ./compiler/cmd/...
 # .git carry no VCS information. -X of a package a binary does not link is ignored.
 BUILD_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 BUILD_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
-BUILD_LDFLAGS = $(foreach m,gateway compiler agent,-X ironcurtain.dev/$(m)/internal/buildinfo.version=$(BUILD_VERSION) -X ironcurtain.dev/$(m)/internal/buildinfo.revision=$(BUILD_REVISION))
+BUILD_LDFLAGS = $(foreach p,gateway/buildinfo agent/internal/buildinfo,-X ironcurtain.dev/$(p).version=$(BUILD_VERSION) -X ironcurtain.dev/$(p).revision=$(BUILD_REVISION))
 PGTEST_PKG := ironcurtain.dev/gateway/internal/store/pgtest
 # Label pgtest puts on its Postgres containers, with the owning process id.
 PGTEST_LABEL := dev.ironcurtain.pgtest

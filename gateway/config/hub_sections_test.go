@@ -125,20 +125,9 @@ fetch:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("/cfg/gateway.yaml", withFetch(tt.yaml))
-			if len(tt.wantErr) > 0 {
-				if err == nil {
-					t.Fatal("Parse accepted the file")
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q lacks %q", err, w)
-					}
-				}
+			c := mustParse(t, "/cfg/gateway.yaml", withFetch(tt.yaml), tt.wantErr)
+			if c == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			tt.check(t, c)
 		})

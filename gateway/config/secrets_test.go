@@ -116,20 +116,9 @@ secrets:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("gateway.yaml", withFetch(tt.yaml))
-			if len(tt.wantErr) > 0 {
-				if err == nil {
-					t.Fatal("no error")
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q lacks %q", err, w)
-					}
-				}
+			c := mustParse(t, "gateway.yaml", withFetch(tt.yaml), tt.wantErr)
+			if c == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			tt.check(t, c)
 		})

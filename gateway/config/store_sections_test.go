@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -30,25 +29,7 @@ func TestStoreSectionsValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.v.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("Validate = %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate accepted, want an error about %s", tt.wantErr)
-			}
-			found := false
-			for _, e := range flatten(err) {
-				if fe, ok := e.(*FieldError); ok && strings.Contains(fe.Field, tt.wantErr) {
-					found = true
-				}
-			}
-			if !found {
-				t.Fatalf("Validate = %v, want a field error for %s", err, tt.wantErr)
-			}
+			mustValidate(t, tt.v, tt.wantErr)
 		})
 	}
 	if (&OpsConfig{}).ListenAddr() != DefaultOpsListen {

@@ -1,7 +1,7 @@
 // Package buildinfo says which build of ironcurtain-agent is running: the module
 // version, the VCS revision and whether the tree was modified, and the Go
 // version, read from runtime/debug.ReadBuildInfo (`ironcurtain-agent version`). It is
-// a copy of the gateway's internal/buildinfo, which this module cannot import.
+// a copy of the gateway's buildinfo, which this module cannot import.
 //
 // Builds without VCS information (a Docker build context without .git) set
 // the version and revision at link time:

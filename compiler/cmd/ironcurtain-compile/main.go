@@ -25,7 +25,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ironcurtain.dev/compiler/internal/buildinfo"
+	"ironcurtain.dev/gateway/clikit"
 )
 
 // Exit codes.
@@ -53,7 +53,7 @@ func main() {
 }
 
 func run(ctx context.Context, e env) int {
-	return execute(ctx, newRoot(e), e)
+	return clikit.Execute(ctx, newRoot(e), e.args, e.stderr)
 }
 
 // newRoot returns the command tree: every command is listed here.
@@ -79,15 +79,10 @@ exit codes: 0 ok/verified, 1 not verified or differences, 2 usage or configurati
 		leaf(e, "resolve-lists", "resolve the policy's dynamic lists, keeping manual additions and removals", runResolveLists),
 		leaf(e, "verify", "run a policy's scenarios and the invariants through the engine (no model)", runVerify),
 		leaf(e, "policy-diff OLD NEW", "rules that changed and, with --scenarios, decisions that change (alias: diff)", runDiff, "diff"),
-		versionCmd(),
 	)
 	root.SetIn(strings.NewReader(""))
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.Version = buildinfo.Get().String()
-	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
-	root.SetHelpCommand(helpCmd())
-	root.InitDefaultHelpCmd()
-	root.InitDefaultCompletionCmd()
+	clikit.Finish(root)
 	return root
 }

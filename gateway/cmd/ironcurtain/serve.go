@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"ironcurtain.dev/gateway/buildinfo"
 	"ironcurtain.dev/gateway/config"
-	"ironcurtain.dev/gateway/internal/buildinfo"
 	"ironcurtain.dev/gateway/internal/cli"
 	"ironcurtain.dev/gateway/internal/doors/egress"
 	"ironcurtain.dev/gateway/internal/doors/llmrelay"
@@ -48,7 +48,7 @@ const (
 	shutdownTimeout = 7 * time.Second
 )
 
-// version is the build's version (internal/buildinfo).
+// version is the build's version (gateway/buildinfo).
 var version = buildinfo.Get().Version
 
 func runServe(ctx context.Context, e env) int {

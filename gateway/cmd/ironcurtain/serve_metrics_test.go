@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -135,40 +134,8 @@ relay:
 		"IRONCURTAIN_METRICS_TOKEN":  testMetricsToken,
 		"PATH":                       os.Getenv("PATH"),
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	go func() { done <- serve(ctx, cfgPath, func(k string) string { return env[k] }, log) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop within 30s")
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + g.api + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return g
-			}
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway did not answer /healthz: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	serveUntilReady(t, cfgPath, func(k string) string { return env[k] }, slog.New(slog.NewJSONHandler(io.Discard, nil)), "http://"+g.api+"/healthz")
+	return g
 }
 
 // driveTraffic sends what makes every labelled metric of the dashboards

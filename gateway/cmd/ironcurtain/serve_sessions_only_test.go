@@ -57,39 +57,7 @@ func TestServeWithoutStaticAgentTokens(t *testing.T) {
 		db := pgtest.New(t, pgtest.Migrated())
 		cfgPath, g := writeConfig(t, "")
 		env := map[string]string{"IRONCURTAIN_DATABASE_URL": db.DSN, "IRONCURTAIN_OPERATOR_TOKEN": testOperatorToken, "PATH": os.Getenv("PATH")}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- serve(ctx, cfgPath, func(k string) string { return env[k] }, log) }()
-		defer func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("serve returned %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("serve did not stop within 30s")
-			}
-		}()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			resp, err := http.Get("http://" + g.ops + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("serve ended: %v", err)
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the gateway did not become ready: %v", err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		serveUntilReady(t, cfgPath, func(k string) string { return env[k] }, log, "http://"+g.ops+"/readyz")
 		// No static token: every agent token is refused until a session is minted.
 		req, _ := http.NewRequest(http.MethodPost, "http://"+g.api+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
 		req.Header.Set("Authorization", "Bearer "+testAgentToken)

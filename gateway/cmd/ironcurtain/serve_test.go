@@ -107,11 +107,19 @@ audit:
 	}
 	getenv := func(k string) string { return env[k] }
 
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	var logs bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(&syncWriter{w: &logs}, nil))
-	go func() { done <- serve(sctx, cfgPath, getenv, log) }()
+	serveUntilReady(t, cfgPath, getenv, slog.New(slog.NewJSONHandler(&syncWriter{w: &logs}, nil)), "http://"+g.api+"/healthz")
+	return g
+}
+
+// serveUntilReady runs serve in the background until the test ends (then
+// it must stop, without error, within 30s) and waits up to 30s for ready
+// to answer 200; serve ending first fails the test.
+func serveUntilReady(t *testing.T, cfgPath string, getenv func(string) string, log *slog.Logger, ready string) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfgPath, getenv, log) }()
 	t.Cleanup(func() {
 		stop()
 		select {
@@ -125,11 +133,11 @@ audit:
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get("http://" + g.api + "/healthz")
+		resp, err := http.Get(ready)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return g
+				return
 			}
 		}
 		select {
@@ -138,7 +146,7 @@ audit:
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("gateway did not answer /healthz: %v", err)
+			t.Fatalf("gateway did not answer %s: %v", ready, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ironcurtain.dev/gateway/internal/buildinfo"
+	"ironcurtain.dev/gateway/clikit"
 	"ironcurtain.dev/gateway/internal/cli/opscli"
 	"ironcurtain.dev/gateway/internal/cli/policycli"
 )
@@ -72,17 +72,12 @@ func NewRoot(e Env, w Wiring) *cobra.Command {
 			leaf(e, "list", "list the servers of the shipped catalog", sub("list", runServers)),
 			leaf(e, "add NAME[@VERSION]", "print the gateway.yaml section that runs one catalog server", sub("add", runServers)),
 		),
-		versionCmd(),
 	)
 	// Before the completion command, which keeps the writer it is built with.
 	root.SetIn(e.Stdin)
 	root.SetOut(e.Stdout)
 	root.SetErr(e.Stderr)
-	root.Version = buildinfo.Get().String()
-	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
-	root.SetHelpCommand(helpCmd())
-	root.InitDefaultHelpCmd()
-	root.InitDefaultCompletionCmd()
+	clikit.Finish(root)
 	return root
 }
 

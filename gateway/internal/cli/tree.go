@@ -3,41 +3,25 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"ironcurtain.dev/gateway/clikit"
 )
 
-// leaf returns a command that parses its own flags: cobra hands it every
-// argument untouched, except that a help flag (-h, -help, --help before any
-// "--") prints the command's own usage to stdout and exits 0. The usage is
-// what run prints for --help, so `help <command>` shows the same text.
+// leaf returns a command that parses its own flags (clikit.Leaf) with run.
 func leaf(e Env, use, short string, run RunFunc) *cobra.Command {
-	c := &cobra.Command{
-		Use:                use,
-		Short:              short,
-		DisableFlagParsing: true,
-		Args:               cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if wantsHelp(args) {
-				return cmd.Help()
-			}
-			sub := e
-			sub.Args = args
-			return exit(run(cmd.Context(), sub))
-		},
-	}
-	c.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-		ctx := cmd.Context()
-		if ctx == nil {
-			ctx = context.Background()
-		}
+	return clikit.Leaf(use, short, func(ctx context.Context, args []string) int {
+		sub := e
+		sub.Args = args
+		return run(ctx, sub)
+	}, func(ctx context.Context, out io.Writer) {
 		// The leaf's flag set prints its usage for --help (to stderr, as
 		// its errors); here it is the answer, so both go to stdout.
-		out := cmd.OutOrStdout()
 		run(ctx, Env{Args: []string{"--help"}, Getenv: e.Getenv, Stdin: strings.NewReader(""), Stdout: out, Stderr: out})
 	})
-	return c
 }
 
 // group returns a command that only holds subcommands: without one, or with
@@ -73,18 +57,4 @@ func sub(name string, run RunFunc) RunFunc {
 		e.Args = append([]string{name}, e.Args...)
 		return run(ctx, e)
 	}
-}
-
-// wantsHelp reports whether args ask for help the way Go's flag package
-// understands it: -h, -help, --h or --help before a "--".
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "-help", "--h", "--help":
-			return true
-		}
-	}
-	return false
 }

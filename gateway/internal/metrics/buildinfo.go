@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"ironcurtain.dev/gateway/internal/buildinfo"
+	"ironcurtain.dev/gateway/buildinfo"
 )
 
 // BuildInfo returns the ironcurtain_build_info gauge: 1, labelled with the

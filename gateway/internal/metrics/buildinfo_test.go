@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"ironcurtain.dev/gateway/internal/buildinfo"
+	"ironcurtain.dev/gateway/buildinfo"
 )
 
 func TestBuildInfo(t *testing.T) {

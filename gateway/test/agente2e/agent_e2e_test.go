@@ -24,7 +24,7 @@ import (
 	"ironcurtain.dev/agent/runner"
 	"ironcurtain.dev/agent/sandbox"
 	"ironcurtain.dev/gateway/gitremote"
-	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/audit/audittest"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/servers"
@@ -35,31 +35,6 @@ import (
 )
 
 const agentToken = "e2e-agent-token-0123456789abcdef"
-
-// memSink is an audit sink that keeps events in memory, in order.
-type memSink struct {
-	mu     sync.Mutex
-	events []audit.Event
-}
-
-func (s *memSink) Record(_ context.Context, e audit.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.events = append(s.events, e)
-	return nil
-}
-
-func (s *memSink) decisions() []*audit.ToolCallDecision {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*audit.ToolCallDecision
-	for _, e := range s.events {
-		if d, ok := e.(*audit.ToolCallDecision); ok {
-			out = append(out, d)
-		}
-	}
-	return out
-}
 
 // human approves or denies escalations by tool, and records what it saw.
 type human struct {
@@ -84,7 +59,7 @@ func (h *human) Escalate(_ context.Context, r escalation.Request) (escalation.Re
 // and a directory outside the sandbox.
 type world struct {
 	sandbox, outside string
-	audit            *memSink
+	audit            *audittest.Sink
 	human            *human
 	url              string
 }
@@ -111,7 +86,7 @@ func startGateway(t *testing.T, approve map[string]bool) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{sandbox: filepath.Join(root, "workspace"), outside: filepath.Join(root, "outside"), audit: &memSink{}, human: &human{approve: approve}}
+	w := &world{sandbox: filepath.Join(root, "workspace"), outside: filepath.Join(root, "outside"), audit: &audittest.Sink{}, human: &human{approve: approve}}
 	for _, d := range []string{w.sandbox, w.outside} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -313,7 +288,7 @@ func TestAgentAgainstRealGateway(t *testing.T) {
 	// the two escalations.
 	want := map[string]string{"filesystem/write_file": "", "git/remote": "escalate", "git/push": "escalate"}
 	got := map[string][]string{}
-	for _, d := range w.audit.decisions() {
+	for _, d := range w.audit.Decisions() {
 		got[d.Server+"/"+d.Tool] = append(got[d.Server+"/"+d.Tool], d.Decision)
 		if d.Decision == "escalate" && d.EscalationID == "" {
 			t.Errorf("escalate decision without an escalation id: %+v", d)

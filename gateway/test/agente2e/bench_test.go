@@ -16,6 +16,7 @@ import (
 	"ironcurtain.dev/agent/sandbox"
 	"ironcurtain.dev/agent/tsdecl"
 	"ironcurtain.dev/gateway/gitremote"
+	"ironcurtain.dev/gateway/internal/audit/audittest"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/servers"
 	"ironcurtain.dev/gateway/internal/servers/filesystem"
@@ -53,7 +54,7 @@ func startReadGateway(b *testing.B) *world {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &world{sandbox: root, audit: &memSink{}}
+	w := &world{sandbox: root, audit: &audittest.Sink{}}
 	for i := 0; i < 10; i++ {
 		if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("f%d.txt", i)), []byte("hello\n"), 0o644); err != nil {
 			b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"ironcurtain.dev/agent/runner"
 	"ironcurtain.dev/agent/sandbox"
 	"ironcurtain.dev/gateway/gitremote"
+	"ironcurtain.dev/gateway/internal/audit/audittest"
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/loopguard"
@@ -84,7 +85,7 @@ func TestAgentLoopIsPaused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := &world{sandbox: sb, outside: outside, audit: &memSink{}, human: &human{approve: map[string]bool{"filesystem__write_file": approve}}}
+			w := &world{sandbox: sb, outside: outside, audit: &audittest.Sink{}, human: &human{approve: map[string]bool{"filesystem__write_file": approve}}}
 			hub, err := mcphub.New(mcphub.Config{CallTimeout: 30 * time.Second}, mcphub.Deps{
 				Servers: []servers.Server{fs}, Policy: eng, Escalator: w.human, Audit: w.audit, Auth: auth, LoopGuard: guard,
 			})

@@ -57,21 +57,9 @@ func escalations(ctx context.Context, args []string, e Env) error {
 	default:
 		return usageErr("unknown subcommand %q\n%s", sub, escalationsUsage)
 	}
-	if *opsURL == "" {
-		*opsURL = e.Getenv(EnvOpsURL)
-	}
-	if *opsURL == "" {
-		*opsURL = DefaultOpsURL
-	}
-	token := e.Getenv(EnvOperatorToken)
-	if *tokenFile != "" {
-		if token, err = readSecretFile(*tokenFile); err != nil {
-			return err
-		}
-	}
-	client, err := opsapi.NewClient(*opsURL, opsapi.OperatorToken(token))
+	client, err := opsClient(e, *opsURL, *tokenFile)
 	if err != nil {
-		return usageErr("%v", err)
+		return err
 	}
 
 	switch sub {

@@ -15,6 +15,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"ironcurtain.dev/gateway/internal/ops/opsapi"
 )
 
 // Environment variables read by the commands.
@@ -120,4 +122,29 @@ func ctxErr(ctx context.Context, err error) error {
 		return nil
 	}
 	return err
+}
+
+// opsClient is the ops API client of the escalations, sessions and policy
+// reload commands: the URL from --ops-url, else $IRONCURTAIN_OPS_URL, else
+// the default; the operator token from --operator-token-file, else the
+// environment. A bad URL is bad usage.
+func opsClient(e Env, opsURL, tokenFile string) (*opsapi.Client, error) {
+	if opsURL == "" {
+		opsURL = e.Getenv(EnvOpsURL)
+	}
+	if opsURL == "" {
+		opsURL = DefaultOpsURL
+	}
+	token := e.Getenv(EnvOperatorToken)
+	if tokenFile != "" {
+		var err error
+		if token, err = readSecretFile(tokenFile); err != nil {
+			return nil, err
+		}
+	}
+	client, err := opsapi.NewClient(opsURL, opsapi.OperatorToken(token))
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return client, nil
 }

@@ -3,8 +3,6 @@ package opscli
 import (
 	"context"
 	"fmt"
-
-	"ironcurtain.dev/gateway/internal/ops/opsapi"
 )
 
 const policyReloadUsage = `usage: ironcurtain policy reload [--ops-url URL] [--token-file FILE] [--json]
@@ -31,21 +29,9 @@ func policyReload(ctx context.Context, args []string, e Env) error {
 	if len(pos) != 0 {
 		return usageErr("reload takes no arguments\n%s", policyReloadUsage)
 	}
-	if *opsURL == "" {
-		*opsURL = e.Getenv(EnvOpsURL)
-	}
-	if *opsURL == "" {
-		*opsURL = DefaultOpsURL
-	}
-	token := e.Getenv(EnvOperatorToken)
-	if *tokenFile != "" {
-		if token, err = readSecretFile(*tokenFile); err != nil {
-			return err
-		}
-	}
-	client, err := opsapi.NewClient(*opsURL, opsapi.OperatorToken(token))
+	client, err := opsClient(e, *opsURL, *tokenFile)
 	if err != nil {
-		return usageErr("%v", err)
+		return err
 	}
 	res, err := client.ReloadPolicy(ctx)
 	if err != nil {

@@ -157,7 +157,7 @@ func TestMalformedRequests(t *testing.T) {
 		{name: "data after a delete-only list", body: append(commands("report-status side-band-64k", main+" "+zero+" refs/heads/main"), 'x'), want: "malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(e.sink.decisions())
+			before := len(e.sink.Decisions())
 			status, resp := e.rawPush(t, tc.body)
 			text := resp
 			if status == http.StatusOK && strings.HasPrefix(resp, "0") {
@@ -170,7 +170,7 @@ func TestMalformedRequests(t *testing.T) {
 			if strings.Contains(text, "ok refs/") {
 				t.Fatalf("a ref was reported pushed: %q", text)
 			}
-			ds := e.sink.decisions()
+			ds := e.sink.Decisions()
 			if len(ds) != before+1 || ds[len(ds)-1].Decision != "deny" {
 				t.Fatalf("want one deny record, got %d", len(ds)-before)
 			}

@@ -118,7 +118,7 @@ func TestUpstreamRejectionReachesTheClient(t *testing.T) {
 		t.Fatal("the upstream has the branch")
 	}
 	d := e.sink.last(t)
-	if o := e.sink.outcome(d.CallID); o == nil || o.Status != "error" {
+	if o := e.sink.Outcome(d.CallID); o == nil || o.Status != "error" {
 		t.Fatalf("outcome %+v", o)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"ironcurtain.dev/gateway/gitremote"
 	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/audit/audittest"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
@@ -129,50 +130,15 @@ func (u *upstream) bare(t testing.TB, owner, name string) string {
 }
 
 // memSink records audit events.
-type memSink struct {
-	mu     sync.Mutex
-	events []audit.Event
-}
-
-func (s *memSink) Record(_ context.Context, e audit.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.events = append(s.events, e)
-	return nil
-}
-
-// decisions returns the recorded decisions (in order).
-func (s *memSink) decisions() []*audit.ToolCallDecision {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*audit.ToolCallDecision
-	for _, e := range s.events {
-		if d, ok := e.(*audit.ToolCallDecision); ok {
-			out = append(out, d)
-		}
-	}
-	return out
-}
+type memSink struct{ audittest.Sink }
 
 func (s *memSink) last(t testing.TB) *audit.ToolCallDecision {
 	t.Helper()
-	ds := s.decisions()
+	ds := s.Decisions()
 	if len(ds) == 0 {
 		t.Fatal("no decision recorded")
 	}
 	return ds[len(ds)-1]
-}
-
-// outcome returns the outcome of a call.
-func (s *memSink) outcome(callID string) *audit.ToolCallOutcome {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range s.events {
-		if o, ok := e.(*audit.ToolCallOutcome); ok && o.CallID == callID {
-			return o
-		}
-	}
-	return nil
 }
 
 type tokenAuth struct{}
@@ -412,11 +378,9 @@ func baseEngine(t testing.TB, sandbox string) *policy.Engine {
 
 // egressOf returns the egress rows of a call.
 func (s *memSink) egressOf(callID string) []*audit.EgressEvent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []*audit.EgressEvent
-	for _, e := range s.events {
-		if g, ok := e.(*audit.EgressEvent); ok && g.ToolCallID == callID {
+	for _, g := range s.Egress() {
+		if g.ToolCallID == callID {
 			out = append(out, g)
 		}
 	}

@@ -152,7 +152,7 @@ func TestPathSecretsRefusedBeforeAnyUpstreamRequest(t *testing.T) {
 			{http.MethodPost, "git-receive-pack", "", "application/x-git-receive-pack-request"},
 		} {
 			t.Run(repoPath[:8]+" "+tc.service+tc.query, func(t *testing.T) {
-				before := len(e.sink.decisions())
+				before := len(e.sink.Decisions())
 				var body io.Reader
 				if tc.method == http.MethodPost {
 					body = strings.NewReader(string(commands("report-status side-band-64k", zero+" "+strings.Repeat("1", 40)+" refs/heads/x")))
@@ -178,7 +178,7 @@ func TestPathSecretsRefusedBeforeAnyUpstreamRequest(t *testing.T) {
 					t.Fatalf("status %d, answer %q", resp.StatusCode, b)
 				}
 				assertNoSecret(t, "answer", string(b))
-				ds := e.sink.decisions()
+				ds := e.sink.Decisions()
 				if len(ds) != before+1 {
 					t.Fatalf("%d decisions recorded, want 1", len(ds)-before)
 				}

@@ -35,7 +35,7 @@ func TestPushNewBranchLandsUpstream(t *testing.T) {
 			t.Errorf("the record %s lacks %s", rec, want)
 		}
 	}
-	if o := e.sink.outcome(d.CallID); o == nil || o.Status != "ok" {
+	if o := e.sink.Outcome(d.CallID); o == nil || o.Status != "ok" {
 		t.Fatalf("outcome %+v", o)
 	}
 	if eg := e.sink.egressOf(d.CallID); len(eg) != 1 || eg[0].Kind != "git" || eg[0].Method != "push" || eg[0].Host != "github.com" ||
@@ -90,7 +90,7 @@ func TestPushRefusals(t *testing.T) {
 				e.commit(t, work, "m.txt", tc.name+"\n")
 				defer e.mustGit(t, work, "switch", "-q", "feature")
 			}
-			before := len(e.sink.decisions())
+			before := len(e.sink.Decisions())
 			out, err := e.git(work, tc.args...)
 			if err == nil {
 				t.Fatalf("git %v succeeded:\n%s", tc.args, out)
@@ -99,7 +99,7 @@ func TestPushRefusals(t *testing.T) {
 				e.sink.dump(t)
 				t.Fatalf("git output lacks [remote rejected] and %q:\n%s", tc.want, out)
 			}
-			ds := e.sink.decisions()
+			ds := e.sink.Decisions()
 			if len(ds) != before+1 || ds[len(ds)-1].Decision != "deny" || ds[len(ds)-1].Rule != policy.RuleGitPush {
 				t.Fatalf("want one deny record (rule %s), got %d new: %+v", policy.RuleGitPush, len(ds)-before, ds[len(ds)-1])
 			}
@@ -121,7 +121,7 @@ func TestPushRefusals(t *testing.T) {
 }
 
 func (s *memSink) dump(t testing.TB) {
-	for _, d := range s.decisions() {
+	for _, d := range s.Decisions() {
 		t.Logf("%s %s %s: %s", d.Tool, d.Decision, d.Rule, d.Reason)
 	}
 }

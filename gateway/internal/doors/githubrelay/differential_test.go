@@ -64,7 +64,7 @@ func TestCaseVariantAndDuplicateKeysRefused(t *testing.T) {
 					t.Fatalf("GitHub received %s %s %s", g.method, g.path, g.body)
 				}
 			}
-			d := e.sink.decisions()[len(e.sink.decisions())-1]
+			d := e.sink.Decisions()[len(e.sink.Decisions())-1]
 			if d.Decision != "deny" || d.Rule != RuleRequest {
 				t.Fatalf("record %+v", d)
 			}

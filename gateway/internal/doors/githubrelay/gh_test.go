@@ -105,7 +105,7 @@ func TestGHCLI(t *testing.T) {
 				if out, err := g.run(tc.args...); err != nil {
 					t.Fatalf("gh %s: %v\n%s", strings.Join(tc.args, " "), err, out)
 				}
-				if d := e.sink.decisions()[len(e.sink.decisions())-1]; d.Tool != tc.tool || d.Decision != "allow" {
+				if d := e.sink.Decisions()[len(e.sink.Decisions())-1]; d.Tool != tc.tool || d.Decision != "allow" {
 					t.Fatalf("gh %s: last record %+v", strings.Join(tc.args, " "), d)
 				}
 			}

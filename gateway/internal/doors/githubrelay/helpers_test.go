@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/gitremote"
-	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/audit/audittest"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/gate"
 	"ironcurtain.dev/gateway/internal/servers"
@@ -181,57 +181,10 @@ func (f *fakeGitHub) reset() {
 }
 
 // memSink records audit events.
-type memSink struct {
-	mu     sync.Mutex
-	events []audit.Event
-}
-
-func (s *memSink) Record(_ context.Context, e audit.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.events = append(s.events, e)
-	return nil
-}
-
-func (s *memSink) decisions() []*audit.ToolCallDecision {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*audit.ToolCallDecision
-	for _, e := range s.events {
-		if d, ok := e.(*audit.ToolCallDecision); ok {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-func (s *memSink) outcome(callID string) *audit.ToolCallOutcome {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range s.events {
-		if o, ok := e.(*audit.ToolCallOutcome); ok && o.CallID == callID {
-			return o
-		}
-	}
-	return nil
-}
-
-func (s *memSink) egress() []*audit.EgressEvent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*audit.EgressEvent
-	for _, e := range s.events {
-		if g, ok := e.(*audit.EgressEvent); ok {
-			out = append(out, g)
-		}
-	}
-	return out
-}
+type memSink struct{ audittest.Sink }
 
 func (s *memSink) all() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, _ := json.Marshal(s.events)
+	b, _ := json.Marshal(s.Events())
 	return string(b)
 }
 

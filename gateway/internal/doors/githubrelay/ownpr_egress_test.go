@@ -15,12 +15,12 @@ func TestOwnershipLookupEgressNamesSession(t *testing.T) {
 	if code, body, _ := e.do(t, "POST", "/github/repos/acme/app/pulls", `{"title":"t","head":"feature","base":"main"}`, nil); code != 201 {
 		t.Fatalf("create: %d %s", code, body)
 	}
-	before := len(e.sink.egress())
+	before := len(e.sink.Egress())
 	if code, body, _ := e.do(t, "PATCH", "/github/repos/acme/app/pulls/11", `{"title":"new"}`, nil); code != 200 {
 		t.Fatalf("status %d: %s", code, body)
 	}
 	var lookups, forwarded int
-	for _, ev := range e.sink.egress()[before:] {
+	for _, ev := range e.sink.Egress()[before:] {
 		switch ev.Kind {
 		case "github-api":
 			lookups++

@@ -86,7 +86,7 @@ func TestRefusedNeverReachGitHub(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e.gh.reset()
-			before := len(e.sink.decisions())
+			before := len(e.sink.Decisions())
 			code, body, _ := e.do(t, tt.method, tt.path, tt.body, tt.hdr)
 			if code != http.StatusForbidden || !strings.Contains(body, "IronCurtain refused") {
 				t.Fatalf("status %d body %s", code, body)
@@ -94,7 +94,7 @@ func TestRefusedNeverReachGitHub(t *testing.T) {
 			if got := e.gh.requests(); len(got) != 0 {
 				t.Fatalf("GitHub received %+v", got)
 			}
-			ds := e.sink.decisions()
+			ds := e.sink.Decisions()
 			if len(ds) != before+1 {
 				t.Fatalf("%d decisions recorded, want 1", len(ds)-before)
 			}
@@ -122,7 +122,7 @@ func TestAllowedAndOwnership(t *testing.T) {
 	if hdr.Get("X-Secret-Hop") != "" || hdr.Get("X-Github-Request-Id") != "fake" {
 		t.Fatalf("response headers %v", hdr)
 	}
-	d := e.sink.decisions()[len(e.sink.decisions())-1]
+	d := e.sink.Decisions()[len(e.sink.Decisions())-1]
 	if d.Tool != "pr_create" || d.Decision != "allow" || !strings.Contains(string(d.Args), `"head":"feature"`) ||
 		strings.Contains(string(d.Args), "secret body text") || !strings.Contains(string(d.Args), `"route":"/repos/{owner}/{repo}/pulls"`) {
 		t.Fatalf("create record %+v %s", d, d.Args)
@@ -162,7 +162,7 @@ func TestAllowedAndOwnership(t *testing.T) {
 			if code != tt.want {
 				t.Fatalf("status %d, want %d: %s", code, tt.want, body)
 			}
-			d := e.sink.decisions()[len(e.sink.decisions())-1]
+			d := e.sink.Decisions()[len(e.sink.Decisions())-1]
 			if d.Tool != tt.tool {
 				t.Fatalf("recorded tool %q, want %q (%s)", d.Tool, tt.tool, d.Args)
 			}
@@ -219,19 +219,19 @@ func TestBasePolicy(t *testing.T) {
 	if code, body, _ := e.do(t, "GET", "/github/repos/acme/app/pulls/1", "", nil); code != 200 {
 		t.Fatalf("view: %d %s", code, body)
 	}
-	if d := e.sink.decisions()[len(e.sink.decisions())-1]; d.Decision != "allow" || d.Rule != "allow-github-reads" {
+	if d := e.sink.Decisions()[len(e.sink.Decisions())-1]; d.Decision != "allow" || d.Rule != "allow-github-reads" {
 		t.Fatalf("view record %+v", d)
 	}
 	if code, body, _ := e.do(t, "POST", "/github/repos/acme/app/pulls", `{"title":"t","head":"feature","base":"main"}`, nil); code != 201 {
 		t.Fatalf("create: %d %s", code, body)
 	}
-	if d := e.sink.decisions()[len(e.sink.decisions())-1]; d.Decision != "escalate" || d.Rule != "escalate-github-publish" || e.esc.n != 1 {
+	if d := e.sink.Decisions()[len(e.sink.Decisions())-1]; d.Decision != "escalate" || d.Rule != "escalate-github-publish" || e.esc.n != 1 {
 		t.Fatalf("create record %+v (escalations %d)", d, e.esc.n)
 	}
 	if code, _, _ := e.do(t, "PATCH", "/github/repos/acme/app/pulls/11", `{"state":"closed"}`, nil); code != 200 {
 		t.Fatalf("close own: %d", code)
 	}
-	if d := e.sink.decisions()[len(e.sink.decisions())-1]; d.Decision != "allow" || d.Rule != "allow-github-close-own-pr" {
+	if d := e.sink.Decisions()[len(e.sink.Decisions())-1]; d.Decision != "allow" || d.Rule != "allow-github-close-own-pr" {
 		t.Fatalf("close record %+v", d)
 	}
 	e.gh.reset()
@@ -258,7 +258,7 @@ func TestOperatorDenial(t *testing.T) {
 			t.Fatalf("GitHub received %+v", g)
 		}
 	}
-	if d := e.sink.decisions()[len(e.sink.decisions())-1]; d.Decision != "escalate" || e.esc.n != 1 {
+	if d := e.sink.Decisions()[len(e.sink.Decisions())-1]; d.Decision != "escalate" || e.esc.n != 1 {
 		t.Fatalf("record %+v", d)
 	}
 	checkTokens(t, e)
@@ -284,15 +284,15 @@ func TestBodiesBoundedAndOutcomes(t *testing.T) {
 	if code != http.StatusNotFound || !strings.Contains(body, "Not Found") {
 		t.Fatalf("missing PR: %d %s", code, body)
 	}
-	d := e.sink.decisions()[len(e.sink.decisions())-1]
-	if o := e.sink.outcome(d.CallID); o == nil || o.Status != "error" || !strings.Contains(o.Error, "GitHub answered 404") {
+	d := e.sink.Decisions()[len(e.sink.Decisions())-1]
+	if o := e.sink.Outcome(d.CallID); o == nil || o.Status != "error" || !strings.Contains(o.Error, "GitHub answered 404") {
 		t.Fatalf("outcome %+v", o)
 	}
 	if code, _, _ := e.do(t, "GET", "/github/repos/acme/app/pulls/1", "", nil); code != http.StatusOK {
 		t.Fatalf("view: %d", code)
 	}
-	d = e.sink.decisions()[len(e.sink.decisions())-1]
-	if o := e.sink.outcome(d.CallID); o == nil || o.Status != "ok" {
+	d = e.sink.Decisions()[len(e.sink.Decisions())-1]
+	if o := e.sink.Outcome(d.CallID); o == nil || o.Status != "ok" {
 		t.Fatalf("outcome %+v", o)
 	}
 }
@@ -312,7 +312,7 @@ func TestNoGatewayToken(t *testing.T) {
 	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "no GitHub token") {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
-	if d := e.sink.decisions(); len(d) != 1 || d[0].Rule != RuleNoToken {
+	if d := e.sink.Decisions(); len(d) != 1 || d[0].Rule != RuleNoToken {
 		t.Fatalf("records %+v", d)
 	}
 	if len(e.gh.requests()) != 0 {
@@ -336,8 +336,8 @@ func TestCallTimeoutMidStream(t *testing.T) {
 		if time.Since(start) > 1500*time.Millisecond {
 			t.Fatalf("the relay waited %s for a call that timed out at 300ms", time.Since(start))
 		}
-		d := e.sink.decisions()[len(e.sink.decisions())-1]
-		if o := e.sink.outcome(d.CallID); o == nil || o.Status != "timed_out" {
+		d := e.sink.Decisions()[len(e.sink.Decisions())-1]
+		if o := e.sink.Outcome(d.CallID); o == nil || o.Status != "timed_out" {
 			t.Fatalf("outcome %+v", o)
 		}
 	}
@@ -351,8 +351,8 @@ func TestEgressRows(t *testing.T) {
 	if code, _, _ := e.do(t, "GET", "/github/repos/acme/app/pulls/1", "", nil); code != 200 {
 		t.Fatalf("view: %d", code)
 	}
-	call := e.sink.decisions()[len(e.sink.decisions())-1].CallID
-	rows := e.sink.egress()
+	call := e.sink.Decisions()[len(e.sink.Decisions())-1].CallID
+	rows := e.sink.Egress()
 	if len(rows) != 1 || rows[0].Kind != "github" || rows[0].ToolCallID != call || rows[0].SessionID != "s1" || rows[0].Method != "GET" || rows[0].BytesDown == 0 {
 		t.Fatalf("egress rows %+v", rows)
 	}
@@ -360,8 +360,8 @@ func TestEgressRows(t *testing.T) {
 	if code, _, _ := e.do(t, "POST", "/github/graphql", body, nil); code != 200 {
 		t.Fatalf("comment: %d", code)
 	}
-	call = e.sink.decisions()[len(e.sink.decisions())-1].CallID
-	rows = e.sink.egress()[1:]
+	call = e.sink.Decisions()[len(e.sink.Decisions())-1].CallID
+	rows = e.sink.Egress()[1:]
 	if len(rows) != 2 || rows[0].ToolCallID != "" || rows[0].SessionID != "s1" || !strings.Contains(rows[0].Reason, "node lookup") ||
 		rows[1].ToolCallID != call || rows[1].Method != "POST" {
 		t.Fatalf("egress rows %+v %+v", rows[0], rows[len(rows)-1])
@@ -369,7 +369,7 @@ func TestEgressRows(t *testing.T) {
 	if code, _, _ := e.do(t, "PUT", "/github/repos/acme/app/pulls/11/merge", "{}", nil); code != 403 {
 		t.Fatalf("merge: %d", code)
 	}
-	if n := len(e.sink.egress()); n != 3 {
+	if n := len(e.sink.Egress()); n != 3 {
 		t.Fatalf("%d egress rows after a refusal, want 3", n)
 	}
 	checkTokens(t, e)

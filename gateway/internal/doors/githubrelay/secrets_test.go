@@ -64,7 +64,7 @@ func TestRelayWriteSecrets(t *testing.T) {
 			if code != tt.wantStatus {
 				t.Fatalf("status %d, want %d: %s", code, tt.wantStatus, body)
 			}
-			ds := e.sink.decisions()
+			ds := e.sink.Decisions()
 			d := ds[len(ds)-1]
 			forwarded := false
 			for _, g := range e.gh.requests() {
@@ -134,7 +134,7 @@ func TestRelayWriteBindsBody(t *testing.T) {
 	if len(e.esc.reqs) != 2 || string(e.esc.reqs[0].Exact) == string(e.esc.reqs[1].Exact) || len(e.esc.reqs[0].Exact) == 0 {
 		t.Fatalf("exact calls %q / %q: want two different ones", e.esc.reqs[0].Exact, e.esc.reqs[1].Exact)
 	}
-	d := e.sink.decisions()[0]
+	d := e.sink.Decisions()[0]
 	if !strings.Contains(string(d.Args), policy.DoorContentKey) {
 		t.Fatalf("the record does not name the body's digest: %s", d.Args)
 	}

@@ -158,7 +158,15 @@ func (c *Client) EachEscalation(ctx context.Context, f escalation.ListFilter, fn
 // each escalation as it is decoded. It returns how many it saw and the
 // page's next token.
 func (c *Client) escalationPage(ctx context.Context, q url.Values, fn func(*escalation.Escalation) error) (int, string, error) {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/escalations", q, nil)
+	return readPage(ctx, c, "/v1/escalations", "escalations", q, fn)
+}
+
+// readPage reads one page of a listing (GET path: {key: [...], next,
+// error}), calling fn with each row as it is decoded; fn may not keep the
+// pointer, which points at the same variable each time. It returns how
+// many rows it saw and the page's next token.
+func readPage[T any](ctx context.Context, c *Client, path, key string, q url.Values, fn func(*T) error) (int, string, error) {
+	resp, err := c.send(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
 		return 0, "", err
 	}
@@ -172,7 +180,7 @@ func (c *Client) escalationPage(ctx context.Context, q url.Values, fn func(*esca
 		n      int
 		next   string
 		failed *ErrorDetail
-		e      escalation.Escalation
+		row    T
 	)
 	for dec.More() {
 		tok, err := dec.Token()
@@ -180,17 +188,18 @@ func (c *Client) escalationPage(ctx context.Context, q url.Values, fn func(*esca
 			return n, "", bad(err)
 		}
 		switch tok {
-		case "escalations":
+		case key:
 			if err := expectDelim(dec, '['); err != nil {
 				return n, "", bad(err)
 			}
 			for dec.More() {
-				e = escalation.Escalation{}
-				if err := dec.Decode(&e); err != nil {
+				var zero T
+				row = zero
+				if err := dec.Decode(&row); err != nil {
 					return n, "", bad(err)
 				}
 				n++
-				if err := fn(&e); err != nil {
+				if err := fn(&row); err != nil {
 					return n, "", err
 				}
 			}
@@ -286,61 +295,9 @@ func (c *Client) EachSession(ctx context.Context, f SessionFilter, fn func(*Sess
 	}
 }
 
+// sessionPage reads one page of GET /v1/sessions (readPage).
 func (c *Client) sessionPage(ctx context.Context, q url.Values, fn func(*SessionSummary) error) (int, string, error) {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/sessions", q, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	bad := func(err error) error { return fmt.Errorf("decoding ops API answer: %w", err) }
-	if err := expectDelim(dec, '{'); err != nil {
-		return 0, "", bad(err)
-	}
-	var (
-		n      int
-		next   string
-		failed *ErrorDetail
-	)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return n, "", bad(err)
-		}
-		switch tok {
-		case "sessions":
-			if err := expectDelim(dec, '['); err != nil {
-				return n, "", bad(err)
-			}
-			for dec.More() {
-				var s SessionSummary
-				if err := dec.Decode(&s); err != nil {
-					return n, "", bad(err)
-				}
-				n++
-				if err := fn(&s); err != nil {
-					return n, "", err
-				}
-			}
-			if err := expectDelim(dec, ']'); err != nil {
-				return n, "", bad(err)
-			}
-		case "next":
-			err = dec.Decode(&next)
-		case "error":
-			err = dec.Decode(&failed)
-		default:
-			var skip json.RawMessage
-			err = dec.Decode(&skip)
-		}
-		if err != nil {
-			return n, "", bad(err)
-		}
-	}
-	if failed != nil {
-		return n, "", &APIError{Status: resp.StatusCode, Code: failed.Code, Message: failed.Message}
-	}
-	return n, next, nil
+	return readPage(ctx, c, "/v1/sessions", "sessions", q, fn)
 }
 
 // GetSession shows one session with its usage.

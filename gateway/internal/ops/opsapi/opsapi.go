@@ -23,8 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ironcurtain.dev/gateway/buildinfo"
 	"ironcurtain.dev/gateway/internal/audit"
-	"ironcurtain.dev/gateway/internal/buildinfo"
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/store"

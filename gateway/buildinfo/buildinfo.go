@@ -1,13 +1,15 @@
-// Package buildinfo says which build of ironcurtain-compile is running: the module
-// version, the VCS revision and whether the tree was modified, and the Go
-// version, read from runtime/debug.ReadBuildInfo (`ironcurtain-compile version`). It is
-// a copy of the gateway's internal/buildinfo, which this module cannot import.
+// Package buildinfo says which build is running: the module version, the
+// VCS revision and whether the tree was modified, and the Go version, read
+// from runtime/debug.ReadBuildInfo. `ironcurtain version`, /healthz, the
+// serve start-up log line and the ironcurtain_build_info metric all report
+// it, and so does `ironcurtain-compile version` (the compiler imports this
+// package; the agent, which imports nothing of the gateway, keeps a copy).
 //
 // Builds without VCS information (a Docker build context without .git) set
 // the version and revision at link time:
 //
-//	-ldflags "-X ironcurtain.dev/compiler/internal/buildinfo.version=v1.2.3
-//	          -X ironcurtain.dev/compiler/internal/buildinfo.revision=0123abc"
+//	-ldflags "-X ironcurtain.dev/gateway/buildinfo.version=v1.2.3
+//	          -X ironcurtain.dev/gateway/buildinfo.revision=0123abc"
 package buildinfo
 
 import (
