@@ -159,6 +159,10 @@ type argVal struct {
 	named   []string      // git remote names still to resolve
 	absent  bool          // missing, null or ""
 	changed bool          // canonical form differs from the request
+	// one and oneDomain back canon and domains for a single value (the
+	// usual case), so that they cost no allocation of their own.
+	one       [1]string
+	oneDomain [1]domainValue
 }
 
 // call is the state of one evaluation.
@@ -293,7 +297,11 @@ func (c *call) prepare() (Evaluation, bool) {
 			_ = present
 			return c.deny(RuleInvalidArgument, fmt.Sprintf("argument %q must be a string or an array of strings", a.Name), "")
 		}
-		v.canon = make([]string, 0, len(strs))
+		if len(strs) == 1 {
+			v.canon, v.domains = v.one[:0], v.oneDomain[:0]
+		} else {
+			v.canon = make([]string, 0, len(strs))
+		}
 		for _, s := range strs {
 			switch def.Canonicalisation {
 			case CanonRealpath:
