@@ -136,19 +136,29 @@ func invalidMarker(args []byte, l Limits) json.RawMessage {
 }
 
 // escapeKeys prefixes every object key that begins with "$" with one more
-// "$", in place (v is a freshly decoded value nobody else holds).
+// "$" (exactly one: "$a" and "$$a" become "$$a" and "$$$a"), in place where
+// no key changes (v is a freshly decoded value nobody else holds).
 func escapeKeys(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
+		escape := false
 		for k, val := range x {
-			val = escapeKeys(val)
+			x[k] = escapeKeys(val)
+			escape = escape || strings.HasPrefix(k, "$")
+		}
+		if !escape {
+			return x
+		}
+		// A new map: renaming keys while ranging over x could meet a renamed
+		// key again and escape it twice.
+		out := make(map[string]any, len(x))
+		for k, val := range x {
 			if strings.HasPrefix(k, "$") {
-				delete(x, k)
 				k = "$" + k
 			}
-			x[k] = val
+			out[k] = val
 		}
-		return x
+		return out
 	case []any:
 		for i := range x {
 			x[i] = escapeKeys(x[i])
