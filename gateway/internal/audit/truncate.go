@@ -109,23 +109,15 @@ func StoredArgs(args json.RawMessage, l Limits) json.RawMessage {
 	if _, err := dec.Token(); err != io.EOF {
 		return invalidMarker(args, l)
 	}
-	full := escapeKeys(redactValue(v, false))
-	cut, changed := truncateValues(full, l.MaxValueBytes)
-	out, err := marshal(cut)
-	if err != nil {
-		return invalidMarker(args, l)
-	}
+	out, changed := encodeStored(v, l.MaxValueBytes, len(args))
 	if len(out) <= l.MaxArgsBytes {
 		return out
 	}
 	whole := out
 	if changed {
-		if whole, err = marshal(full); err != nil {
-			return invalidMarker(args, l)
-		}
+		whole, _ = encodeStored(v, 0, len(args))
 	}
-	m, _ := marshal(map[string]any{KeyTruncated: truncation(string(whole), l.MaxValueBytes)})
-	return m
+	return appendTruncated(nil, truncation(string(whole), l.MaxValueBytes))
 }
 
 func invalidMarker(args []byte, l Limits) json.RawMessage {
