@@ -58,6 +58,22 @@ func (t *tool) resolve(args map[string]any) resolvedRoles {
 	return rr
 }
 
+// knowsAll reports whether every key of args is an argument of t, without
+// ranging over args when it can: when the annotation's names are distinct
+// and as many of them are in args as args has keys, every key is one.
+func (t *tool) knowsAll(args map[string]any) bool {
+	if len(t.index) != len(t.ann.Args) || len(args) > len(t.ann.Args) {
+		return false // let the caller range over args
+	}
+	n := 0
+	for _, a := range t.ann.Args {
+		if _, ok := args[a.Name]; ok {
+			n++
+		}
+	}
+	return n == len(args)
+}
+
 // Resolve returns the roles s gives a call with args: the roles of the
 // first When entry whose condition holds, else Default. This is the
 // engine's rule (the original's); the compiler uses it to reason about
