@@ -78,6 +78,9 @@ func FuzzParseURL(f *testing.F) {
 		if u.Port < 1 || u.Port > 65535 || u.Host.IsZero() || (u.Scheme != "http" && u.Scheme != "https") {
 			t.Fatalf("ParseURL(%q) = %+v", raw, u)
 		}
+		if !u.IsString(u.String()) || u.IsString(raw) != (raw == u.String()) {
+			t.Fatalf("IsString disagrees with String: %q -> %q", raw, u.String())
+		}
 		again, err := ParseURL(u.String())
 		if err != nil || again != u {
 			t.Fatalf("not idempotent: %q -> %q -> %+v, %v", raw, u.String(), again, err)

@@ -44,6 +44,41 @@ func (u URL) String() string {
 	return b.String()
 }
 
+// IsString reports whether s == u.String(), without building the string (a
+// caller that holds the URL as given keeps it when it is already canonical).
+func (u URL) IsString(s string) bool {
+	var ok bool
+	if s, ok = strings.CutPrefix(s, u.Scheme); !ok {
+		return false
+	}
+	if s, ok = strings.CutPrefix(s, "://"); !ok {
+		return false
+	}
+	if u.Host.addr.Is6() {
+		if len(s) < len(u.Host.name)+2 || s[0] != '[' || s[1:1+len(u.Host.name)] != u.Host.name || s[1+len(u.Host.name)] != ']' {
+			return false
+		}
+		s = s[len(u.Host.name)+2:]
+	} else if s, ok = strings.CutPrefix(s, u.Host.name); !ok {
+		return false
+	}
+	if def, ok := HTTPSchemes[u.Scheme]; !ok || def != u.Port {
+		var buf [8]byte
+		port := strconv.AppendInt(append(buf[:0], ':'), int64(u.Port), 10)
+		if len(s) < len(port) || s[:len(port)] != string(port) {
+			return false
+		}
+		s = s[len(port):]
+	}
+	if s, ok = strings.CutPrefix(s, u.Path); !ok {
+		return false
+	}
+	if u.RawQuery == "" {
+		return s == ""
+	}
+	return len(s) == 1+len(u.RawQuery) && s[0] == '?' && s[1:] == u.RawQuery
+}
+
 // ParseURL parses an absolute http or https URL strictly (see ParseURLScheme).
 func ParseURL(raw string) (URL, error) {
 	return ParseURLScheme(raw, HTTPSchemes)

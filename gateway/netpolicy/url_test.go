@@ -202,3 +202,30 @@ func TestAuthorityHost(t *testing.T) {
 		})
 	}
 }
+
+// TestURLIsString: IsString agrees with String on canonical and
+// non-canonical spellings (case, default and explicit ports, IPv6, empty
+// path, query, fragment).
+func TestURLIsString(t *testing.T) {
+	for _, raw := range []string{
+		"https://pkg.go.dev/net/url", "https://PKG.go.dev/net/url", "HTTPS://pkg.go.dev/net/url", "https://pkg.go.dev",
+		"https://pkg.go.dev:443/", "http://x.com:8080/a?b=c", "http://x.com:8080/a?b=c#d", "http://x.com:80/",
+		"http://[::1]:8080/", "http://[::1]/x", "http://[0:0::1]/", "https://x.com/?", "https://x.com/a?b", "http://127.0.0.1/",
+	} {
+		u, err := ParseURL(raw)
+		if err != nil {
+			t.Fatalf("ParseURL(%q): %v", raw, err)
+		}
+		if got, want := u.IsString(raw), raw == u.String(); got != want {
+			t.Errorf("%q (String %q): IsString = %v, want %v", raw, u.String(), got, want)
+		}
+		if !u.IsString(u.String()) {
+			t.Errorf("%q: IsString(String()) = false", raw)
+		}
+		for _, other := range []string{"", u.String() + "x", u.String()[:len(u.String())-1]} {
+			if u.IsString(other) {
+				t.Errorf("%q: IsString(%q) = true", raw, other)
+			}
+		}
+	}
+}

@@ -58,6 +58,22 @@ func (t *tool) resolve(args map[string]any) resolvedRoles {
 	return rr
 }
 
+// knowsAll reports whether every key of args is an argument of t, without
+// ranging over args when it can: when the annotation's names are distinct
+// and as many of them are in args as args has keys, every key is one.
+func (t *tool) knowsAll(args map[string]any) bool {
+	if len(t.index) != len(t.ann.Args) || len(args) > len(t.ann.Args) {
+		return false // let the caller range over args
+	}
+	n := 0
+	for _, a := range t.ann.Args {
+		if _, ok := args[a.Name]; ok {
+			n++
+		}
+	}
+	return n == len(args)
+}
+
 // Resolve returns the roles s gives a call with args: the roles of the
 // first When entry whose condition holds, else Default. This is the
 // engine's rule (the original's); the compiler uses it to reason about
@@ -159,6 +175,10 @@ type argVal struct {
 	named   []string      // git remote names still to resolve
 	absent  bool          // missing, null or ""
 	changed bool          // canonical form differs from the request
+	// one and oneDomain back canon and domains for a single value (the
+	// usual case), so that they cost no allocation of their own.
+	one       [1]string
+	oneDomain [1]domainValue
 }
 
 // call is the state of one evaluation.
@@ -293,7 +313,11 @@ func (c *call) prepare() (Evaluation, bool) {
 			_ = present
 			return c.deny(RuleInvalidArgument, fmt.Sprintf("argument %q must be a string or an array of strings", a.Name), "")
 		}
-		v.canon = make([]string, 0, len(strs))
+		if len(strs) == 1 {
+			v.canon, v.domains = v.one[:0], v.oneDomain[:0]
+		} else {
+			v.canon = make([]string, 0, len(strs))
+		}
 		for _, s := range strs {
 			switch def.Canonicalisation {
 			case CanonRealpath:

@@ -184,5 +184,8 @@ func fetchDomain(raw string) (string, domainValue, error) {
 	if err != nil {
 		return "", domainValue{}, err
 	}
+	if u.IsString(raw) {
+		return raw, domainValue{host: u.Host}, nil // already canonical: no copy
+	}
 	return u.String(), domainValue{host: u.Host}, nil
 }

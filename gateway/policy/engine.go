@@ -193,9 +193,11 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 		rr := t.resolve(r.Args)
 		c.rr = &rr
 	}
-	for k := range r.Args {
-		if _, ok := t.index[k]; !ok {
-			return deny(RuleUnknownArgument, fmt.Sprintf("argument %q is not part of %s/%s", k, r.Server, r.Tool))
+	if !t.knowsAll(r.Args) {
+		for k := range r.Args {
+			if _, ok := t.index[k]; !ok {
+				return deny(RuleUnknownArgument, fmt.Sprintf("argument %q is not part of %s/%s", k, r.Server, r.Tool))
+			}
 		}
 	}
 	if ev, done := c.checkSpelling(); done {

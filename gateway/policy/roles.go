@@ -135,6 +135,42 @@ var roleIndex = func() map[Role]int {
 	return m
 }()
 
+// roleSlots index roleList by a role's length and first byte (each modulo 32),
+// holding position+1 (0: none): the evaluator looks roles up several times per
+// call, and a slot and one string comparison cost a fraction of a map lookup.
+// roleSlotsOK is false if two registered roles share a slot; roleIdx then
+// uses roleIndex.
+var roleSlots, roleSlotsOK = func() (t [32][32]int8, ok bool) {
+	for i, d := range roleList {
+		r := d.Role
+		if r == "" || i >= 127 {
+			return t, false
+		}
+		s := &t[len(r)&31][r[0]&31]
+		if *s != 0 {
+			return t, false
+		}
+		*s = int8(i + 1)
+	}
+	return t, true
+}()
+
+// roleIdx returns r's position in roleList.
+func roleIdx(r Role) (int, bool) {
+	if !roleSlotsOK {
+		i, ok := roleIndex[r]
+		return i, ok
+	}
+	if r == "" {
+		return 0, false
+	}
+	i := int(roleSlots[len(r)&31][r[0]&31]) - 1
+	if i < 0 || roleList[i].Role != r {
+		return 0, false
+	}
+	return i, true
+}
+
 // Roles returns every registered role definition in registry order. The
 // compiler builds its annotation prompt from these.
 func Roles() []RoleDefinition {
@@ -148,7 +184,7 @@ func Roles() []RoleDefinition {
 
 // LookupRole returns the definition of r.
 func LookupRole(r Role) (RoleDefinition, bool) {
-	i, ok := roleIndex[r]
+	i, ok := roleIdx(r)
 	if !ok {
 		return RoleDefinition{}, false
 	}
@@ -156,7 +192,7 @@ func LookupRole(r Role) (RoleDefinition, bool) {
 }
 
 // IsRole reports whether r is a registered role.
-func IsRole(r Role) bool { _, ok := roleIndex[r]; return ok }
+func IsRole(r Role) bool { _, ok := roleIdx(r); return ok }
 
 // RolesByCategory returns the roles of category c in registry order.
 func RolesByCategory(c Category) []Role {
@@ -191,7 +227,7 @@ func contains[T comparable](s []T, v T) bool {
 }
 
 func roleDef(r Role) *RoleDefinition {
-	if i, ok := roleIndex[r]; ok {
+	if i, ok := roleIdx(r); ok {
 		return &roleList[i]
 	}
 	return nil
@@ -201,12 +237,12 @@ func roleDef(r Role) *RoleDefinition {
 type roleSet uint32
 
 func (s roleSet) has(r Role) bool {
-	i, ok := roleIndex[r]
+	i, ok := roleIdx(r)
 	return ok && s&(1<<uint(i)) != 0
 }
 
 func (s *roleSet) add(r Role) {
-	if i, ok := roleIndex[r]; ok {
+	if i, ok := roleIdx(r); ok {
 		*s |= 1 << uint(i)
 	}
 }

@@ -270,11 +270,12 @@ func (c *call) evaluateRules() Decision {
 	return best
 }
 
-// roleValues returns the canonical values of the arguments carrying role.
-func (c *call) roleValues(role Role) []string {
-	var out []string
+// roleValues appends to out the canonical values of the arguments carrying
+// role (each once).
+func (c *call) roleValues(role Role, out []string) []string {
+	bit := setOf1(role)
 	for i := range c.vals {
-		if c.rr.perArg[i].has(role) {
+		if c.rr.perArg[i]&bit != 0 {
 			for _, v := range c.vals[i].canon {
 				if !contains(out, v) {
 					out = append(out, v)
@@ -286,7 +287,8 @@ func (c *call) roleValues(role Role) []string {
 }
 
 func (c *call) evaluateRole(role Role) Decision {
-	values := c.roleValues(role)
+	var buf [4]string
+	values := c.roleValues(role, buf[:0])
 	rules := c.e.rules
 	if len(values) == 0 {
 		for i := range rules {

@@ -263,16 +263,16 @@ func (c *call) scanSecrets() (Decision, bool) {
 	}
 	count := 0
 	for i, a := range c.t.ann.Args {
-		raw, present := c.req.Args[a.Name]
-		if !present || raw == nil {
-			continue
-		}
 		isURL := false
 		if first := c.rr.first[i]; first != "" && roleDef(first).Category == CategoryURL {
 			isURL = true
 		}
 		text := textAll || c.rr.perArg[i].has(RoleEmailBody) || (remote && c.rr.perArg[i].has(RoleBranchName))
 		if !isURL && !text {
+			continue
+		}
+		raw, present := c.req.Args[a.Name]
+		if !present || raw == nil {
 			continue
 		}
 		over := false

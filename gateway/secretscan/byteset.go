@@ -40,3 +40,43 @@ func (b *ByteSet) Contains(sub *ByteSet) bool {
 	return b[0]&sub[0] == sub[0] && b[1]&sub[1] == sub[1] &&
 		b[2]&sub[2] == sub[2] && b[3]&sub[3] == sub[3]
 }
+
+// upperBits are the bits of 'A'..'Z' in word 1 of a ByteSet; the same bits
+// shifted by 32 are 'a'..'z'.
+const upperBits = uint64(1<<26-1) << ('A' - 64)
+
+// Folded returns the set with every ASCII upper-case letter replaced by its
+// lower-case letter: FoldedBytesOf(s) == BytesOf(s).Folded().
+func (b ByteSet) Folded() ByteSet {
+	up := b[1] & upperBits
+	b[1] = b[1]&^upperBits | up<<32
+	return b
+}
+
+// MayFind reports whether Scan could find anything in a text of at most
+// 1,024 bytes whose bytes are set: false when every hint of every pattern
+// (and every exact value) has a byte the text lacks, the prefilter Scan
+// applies itself.
+func (d *Detector) MayFind(set *ByteSet) bool {
+	if d == nil {
+		return false
+	}
+	if len(d.exact) > 0 {
+		return true
+	}
+	for _, p := range d.patterns {
+		sets := p.sets
+		if d.loose && p.loose != nil && p.looseHints != nil {
+			sets = p.looseSets
+		}
+		for i := range sets {
+			if set.Contains(&sets[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// PrefilterMax is the longest text MayFind may be asked about.
+const PrefilterMax = prefilterMax

@@ -59,6 +59,9 @@ func TestByteSet(t *testing.T) {
 			set = FoldedBytesOf(tt.text)
 		}
 		sub := BytesOf(tt.sub)
+		if f := BytesOf(tt.text).Folded(); f != FoldedBytesOf(tt.text) {
+			t.Errorf("%q: BytesOf(s).Folded() != FoldedBytesOf(s)", tt.text)
+		}
 		if got := set.Contains(&sub); got != tt.want {
 			t.Errorf("%q (folded %v) contains bytes of %q = %v, want %v", tt.text, tt.folded, tt.sub, got, tt.want)
 		}
@@ -91,6 +94,9 @@ func FuzzPrefilter(f *testing.F) {
 		i, j = abs(i)%len(s), abs(j)%len(s)
 		i, j = min(i, j), max(i, j)
 		set, folded := BytesOf(s), FoldedBytesOf(s)
+		if set.Folded() != folded {
+			t.Fatalf("%q: BytesOf(s).Folded() != FoldedBytesOf(s)", s)
+		}
 		sub, lsub := BytesOf(s[i:j]), BytesOf(asciiLowerForTest(s[i:j]))
 		if !set.Contains(&sub) || !folded.Contains(&lsub) {
 			t.Fatalf("%q: set lacks bytes of its substring %q", s, s[i:j])
@@ -113,4 +119,28 @@ func asciiLowerForTest(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// TestMayFind: MayFind is false exactly when Scan's prefilter rules out
+// every hint, and never when Scan finds something.
+func TestMayFind(t *testing.T) {
+	for _, loose := range []bool{false, true} {
+		d, err := New(Options{Loose: loose})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range append(prefilterCases, "allow", "inside the sandbox", "AWS", "filesystem__read_text_file") {
+			if len(s) > prefilterMax {
+				continue
+			}
+			set := BytesOf(s)
+			if !d.MayFind(&set) && len(d.Scan(s)) > 0 {
+				t.Errorf("loose=%v %q: MayFind false, Scan found %+v", loose, s, d.Scan(s))
+			}
+		}
+		set := BytesOf("inside the tree")
+		if d.MayFind(&set) {
+			t.Errorf("loose=%v: MayFind(inside the tree) = true", loose)
+		}
+	}
 }

@@ -80,6 +80,13 @@ type pattern struct {
 	pivots, loosePivots []int
 	// sets[i] is BytesOf(hints[i]), looseSets for looseHints (computed at init).
 	sets, looseSets []ByteSet
+	// foldedSets[i] is foldedURLSet(hints[i]), looseFoldedSets for looseHints (computed at
+	// init; urlprefilter.go).
+	foldedSets, looseFoldedSets []ByteSet
+	// needs, when set, are bytes every match holds besides a hint's (a URL password's '@'):
+	// the URL prefilter (urlprefilter.go) rules the pattern out when one is missing.
+	needs    string
+	needsSet ByteSet
 }
 
 func init() {
@@ -88,11 +95,14 @@ func init() {
 		for _, h := range p.hints {
 			p.pivots = append(p.pivots, rarestByte(h))
 			p.sets = append(p.sets, BytesOf(h))
+			p.foldedSets = append(p.foldedSets, foldedURLSet(h))
 		}
 		for _, h := range p.looseHints {
 			p.loosePivots = append(p.loosePivots, rarestByte(h))
 			p.looseSets = append(p.looseSets, BytesOf(h))
+			p.looseFoldedSets = append(p.looseFoldedSets, foldedURLSet(h))
 		}
+		p.needsSet = BytesOf(p.needs)
 	}
 }
 
@@ -134,7 +144,7 @@ var patterns = []pattern{
 		loose: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`)},
 	{kind: KindSessionToken, hints: []string{"icsess_"}, back: 0, span: 56, group: 1,
 		re: regexp.MustCompile(`\b(icsess_[A-Za-z0-9_\-]{43})(?:[^A-Za-z0-9_\-]|$)`)},
-	{kind: KindURLPassword, hints: []string{"://"}, back: 32, span: 300, group: 1, near: hasUserinfo, valid: plausiblePassword,
+	{kind: KindURLPassword, hints: []string{"://"}, needs: "@", back: 32, span: 300, group: 1, near: hasUserinfo, valid: plausiblePassword,
 		re:    regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^/\s:@"'<>]{1,100}:([^@\s/"'<>]{1,128})@[A-Za-z0-9\[]`),
 		loose: regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.\-]{0,30}://[^/\s:@"']{0,100}:([^@\s/"']{1,256})@`)},
 }

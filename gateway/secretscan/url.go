@@ -40,8 +40,11 @@ func (d *Detector) ScanText(where, text string) []Hit {
 // ScanURL returns the secrets in a URL: its user information, host name, path, query
 // parameters (names and values, percent-decoded, and base64-decoded when a value looks like
 // base64) and fragment. A URL that does not parse is scanned as text.
-func (d *Detector) ScanURL(raw string) []Hit {
-	if d == nil {
+func (d *Detector) ScanURL(raw string) []Hit { return d.scanURL(raw, true) }
+
+// scanURL is ScanURL, with the urlClean prefilter when prefilter is set (tests compare both).
+func (d *Detector) scanURL(raw string, prefilter bool) []Hit {
+	if d == nil || prefilter && d.urlClean(raw) {
 		return nil
 	}
 	u, err := url.Parse(raw)

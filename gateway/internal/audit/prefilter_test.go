@@ -3,6 +3,7 @@ package audit
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // prefilterCases hold the patterns' hints in every case, bytes of a hint
@@ -95,6 +96,52 @@ func FuzzSensitiveKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key string) {
 		if got, want := sensitiveKey(key), sensitiveKeyReference(key); got != want {
 			t.Fatalf("sensitiveKey(%q) = %v, reference %v", key, got, want)
+		}
+	})
+}
+
+// redactStringReference is RedactString without its prefilters.
+func redactStringReference(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	s = applyAllPatterns(s, contextPatterns)
+	s = maskFormats(s)
+	return applyAllPatterns(s, assignmentPatterns)
+}
+
+// redactStringCases add the secret formats, in and out of case, to the
+// pattern cases.
+var redactStringCases = append([]string{
+	"ghp_" + strings.Repeat("aB3dE5fG7h", 4), "GHP_" + strings.Repeat("AB3DE5FG7H", 4), "AKIAIOSFODNN7EXAMPLE",
+	"akiaiosfodnn7example", "xoxb-123-456-abcdefghij", "https://u:p4ssw0rd-long@example.com/", "sk-ant-" + strings.Repeat("a", 40),
+	"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlc2lnbmF0dXJl", "filesystem", "sandbox-read", "inside the sandbox",
+	"\xffghp_" + strings.Repeat("x", 36), "a\x00b",
+}, prefilterCases...)
+
+// TestRedactStringPrefilter: RedactString masks exactly what it does
+// without its prefilters.
+func TestRedactStringPrefilter(t *testing.T) {
+	for _, s := range redactStringCases {
+		if got, want := RedactString(s), redactStringReference(s); got != want {
+			t.Errorf("RedactString(%q) = %q, without prefilters %q", s, got, want)
+		}
+	}
+	if mayNeedRedaction("allow") || mayNeedRedaction("filesystem") {
+		t.Error("a plain word is not let through by the prefilter")
+	}
+}
+
+// FuzzRedactStringPrefilter: on any text RedactString masks exactly what it
+// does without its prefilters.
+func FuzzRedactStringPrefilter(f *testing.F) {
+	for _, s := range redactStringCases {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := RedactString(s), redactStringReference(s); got != want {
+			t.Fatalf("RedactString(%q) = %q, without prefilters %q", s, got, want)
 		}
 	})
 }

@@ -158,9 +158,22 @@ func RedactString(s string) string {
 	if strings.IndexByte(s, 0) >= 0 {
 		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
+	if len(s) <= min(prefilterMax, secretscan.PrefilterMax) && !mayNeedRedaction(s) {
+		return s
+	}
 	s = applyPatterns(s, contextPatterns)
 	s = maskFormats(s)
 	return applyPatterns(s, assignmentPatterns)
+}
+
+// mayNeedRedaction is the three prefilters of RedactString at the cost of
+// one pass over s (at most prefilterMax bytes): false when no context
+// pattern, secret format or assignment pattern has all of its hint's bytes
+// in s, so that each step would return s unchanged.
+func mayNeedRedaction(s string) bool {
+	set := secretscan.BytesOf(s)
+	folded := set.Folded()
+	return hintIn(&folded, contextPatterns) || formats.MayFind(&set) || hintIn(&folded, assignmentPatterns)
 }
 
 func applyPatterns(s string, ps []secretPattern) string {
@@ -228,6 +241,12 @@ const prefilterMax = 1 << 10
 // has every byte of one of them.
 func mayHaveHint(s string, ps []secretPattern) bool {
 	set := secretscan.FoldedBytesOf(s)
+	return hintIn(&set, ps)
+}
+
+// hintIn reports whether the folded byte set holds every byte of a hint of
+// ps.
+func hintIn(set *secretscan.ByteSet, ps []secretPattern) bool {
 	for i := range ps {
 		for _, h := range ps[i].sets {
 			if set.Contains(&h) {

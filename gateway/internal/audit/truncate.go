@@ -109,23 +109,15 @@ func StoredArgs(args json.RawMessage, l Limits) json.RawMessage {
 	if _, err := dec.Token(); err != io.EOF {
 		return invalidMarker(args, l)
 	}
-	full := escapeKeys(redactValue(v, false))
-	cut, changed := truncateValues(full, l.MaxValueBytes)
-	out, err := marshal(cut)
-	if err != nil {
-		return invalidMarker(args, l)
-	}
+	out, changed := encodeStored(v, l.MaxValueBytes, len(args))
 	if len(out) <= l.MaxArgsBytes {
 		return out
 	}
 	whole := out
 	if changed {
-		if whole, err = marshal(full); err != nil {
-			return invalidMarker(args, l)
-		}
+		whole, _ = encodeStored(v, 0, len(args))
 	}
-	m, _ := marshal(map[string]any{KeyTruncated: truncation(string(whole), l.MaxValueBytes)})
-	return m
+	return appendTruncated(nil, truncation(string(whole), l.MaxValueBytes))
 }
 
 func invalidMarker(args []byte, l Limits) json.RawMessage {
@@ -136,19 +128,29 @@ func invalidMarker(args []byte, l Limits) json.RawMessage {
 }
 
 // escapeKeys prefixes every object key that begins with "$" with one more
-// "$", in place (v is a freshly decoded value nobody else holds).
+// "$" (exactly one: "$a" and "$$a" become "$$a" and "$$$a"), in place where
+// no key changes (v is a freshly decoded value nobody else holds).
 func escapeKeys(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
+		escape := false
 		for k, val := range x {
-			val = escapeKeys(val)
+			x[k] = escapeKeys(val)
+			escape = escape || strings.HasPrefix(k, "$")
+		}
+		if !escape {
+			return x
+		}
+		// A new map: renaming keys while ranging over x could meet a renamed
+		// key again and escape it twice.
+		out := make(map[string]any, len(x))
+		for k, val := range x {
 			if strings.HasPrefix(k, "$") {
-				delete(x, k)
 				k = "$" + k
 			}
-			x[k] = val
+			out[k] = val
 		}
-		return x
+		return out
 	case []any:
 		for i := range x {
 			x[i] = escapeKeys(x[i])

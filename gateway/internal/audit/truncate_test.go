@@ -253,3 +253,16 @@ func BenchmarkStoredArgsSmall(b *testing.B) {
 		_ = StoredArgs(args, Limits{})
 	}
 }
+
+// TestStoredArgsEscapesOnce: every "$" key gets exactly one more "$",
+// however the map is ranged over (renaming keys while ranging over the map
+// once escaped some twice, differently from run to run).
+func TestStoredArgsEscapesOnce(t *testing.T) {
+	in := `{"$a":1,"$b":2,"$c":3,"$d":4,"$e":5,"$f":6,"$g":7,"$h":8,"$i":9,"$$j":{"$k":[{"$l":0}]},"m":"$n"}`
+	want := `{"$$$j":{"$$k":[{"$$l":0}]},"$$a":1,"$$b":2,"$$c":3,"$$d":4,"$$e":5,"$$f":6,"$$g":7,"$$h":8,"$$i":9,"m":"$n"}`
+	for i := 0; i < 300; i++ {
+		if got := string(StoredArgs(json.RawMessage(in), Limits{})); got != want {
+			t.Fatalf("run %d: StoredArgs = %s\nwant %s", i, got, want)
+		}
+	}
+}
