@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -29,4 +30,28 @@ func SecretFile(name, path string, getenv func(string) string) (func(string) str
 		}
 		return getenv(k)
 	}, nil
+}
+
+// ExistingDir returns a getenv that falls back, for the variable name only,
+// to the absolute form of dir when getenv does not set it and dir is an
+// existing directory (the stack's compose/workspaces/, which `make up`
+// creates); otherwise getenv unchanged.
+func ExistingDir(name, dir string, getenv func(string) string) func(string) string {
+	if getenv(name) != "" {
+		return getenv
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return getenv
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return getenv
+	}
+	return func(k string) string {
+		if k == name {
+			return abs
+		}
+		return getenv(k)
+	}
 }

@@ -39,3 +39,19 @@ func TestSecretFile(t *testing.T) {
 		t.Error("an unreadable file (a directory) is no error")
 	}
 }
+
+func TestExistingDir(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	if got := ExistingDir(EnvWorkspacesDir, dir, getenv)(EnvWorkspacesDir); got != dir {
+		t.Errorf("an existing directory: %q", got)
+	}
+	if got := ExistingDir(EnvWorkspacesDir, filepath.Join(dir, "missing"), getenv)(EnvWorkspacesDir); got != "" {
+		t.Errorf("a missing directory: %q", got)
+	}
+	env[EnvWorkspacesDir] = "/from/env"
+	if got := ExistingDir(EnvWorkspacesDir, dir, getenv)(EnvWorkspacesDir); got != "/from/env" {
+		t.Errorf("the environment wins: %q", got)
+	}
+}
