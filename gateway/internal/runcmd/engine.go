@@ -54,6 +54,10 @@ func BuildConfig(s Spec) client.ContainerCreateOptions {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.Workspace, Target: "/workspace", ReadOnly: true,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
+	if s.TokenFile != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.TokenFile, Target: TokenPath, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	}
 	pids := int64(512)
 	cfg := &container.Config{
 		Image:        s.Image,
@@ -124,15 +128,15 @@ func (h hijackedInput) Write(p []byte) (int, error) { return h.hj.Conn.Write(p) 
 func (h hijackedInput) Close() error                { return h.hj.CloseWrite() }
 
 // Find implements Docker.
-func (e Engine) Find(ctx context.Context, session string) (string, error) {
+func (e Engine) Find(ctx context.Context, session string) (string, map[string]string, error) {
 	res, err := e.C.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelSession+"="+session)})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if len(res.Items) == 0 {
-		return "", nil
+		return "", nil, nil
 	}
-	return res.Items[0].ID, nil
+	return res.Items[0].ID, res.Items[0].Labels, nil
 }
 
 // Wait implements Docker.

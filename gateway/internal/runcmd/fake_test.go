@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -30,12 +33,15 @@ type fakeDocker struct {
 }
 
 type fakeContainer struct {
-	spec   Spec
-	exit   chan int64
-	exited bool
-	out    *io.PipeWriter
-	outR   *io.PipeReader
-	in     *strings.Builder
+	spec Spec
+	// token is what the token file held at start, with its modes.
+	token                   string
+	tokenMode, tokenDirMode fs.FileMode
+	exit                    chan int64
+	exited                  bool
+	out                     *io.PipeWriter
+	outR                    *io.PipeReader
+	in                      *strings.Builder
 }
 
 func newFakeDocker() *fakeDocker { return &fakeDocker{containers: map[string]*fakeContainer{}} }
@@ -53,6 +59,15 @@ func (f *fakeDocker) Start(_ context.Context, s Spec) (string, Stream, error) {
 	id := fmt.Sprintf("c%064d", f.n)
 	pr, pw := io.Pipe()
 	c := &fakeContainer{spec: s, exit: make(chan int64, 1), out: pw, outR: pr, in: &strings.Builder{}}
+	if b, err := os.ReadFile(s.TokenFile); err == nil {
+		c.token = string(b)
+		if fi, err := os.Stat(s.TokenFile); err == nil {
+			c.tokenMode = fi.Mode()
+		}
+		if fi, err := os.Stat(filepath.Dir(s.TokenFile)); err == nil {
+			c.tokenDirMode = fi.Mode()
+		}
+	}
 	f.containers[id] = c
 	if f.startErr != nil {
 		return id, Stream{}, f.startErr
@@ -77,15 +92,15 @@ func (n nopWriteCloser) Write(p []byte) (int, error) {
 }
 func (n nopWriteCloser) Close() error { return nil }
 
-func (f *fakeDocker) Find(_ context.Context, session string) (string, error) {
+func (f *fakeDocker) Find(_ context.Context, session string) (string, map[string]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, c := range f.containers {
 		if c.spec.Labels[LabelSession] == session {
-			return id, nil
+			return id, c.spec.Labels, nil
 		}
 	}
-	return "", nil
+	return "", nil, nil
 }
 
 func (f *fakeDocker) Attach(_ context.Context, id string, _ bool) (Stream, error) {

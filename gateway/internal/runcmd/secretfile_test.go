@@ -55,3 +55,43 @@ func TestExistingDir(t *testing.T) {
 		t.Errorf("the environment wins: %q", got)
 	}
 }
+
+// TestTokenFile: the token is written into a 0700 directory as a 0644 file
+// and removed with it; removeTokenDir touches nothing but such a directory.
+func TestTokenFile(t *testing.T) {
+	tmp := t.TempDir()
+	dir, file, err := writeTokenFile(tmp, "icsess_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil || string(b) != "icsess_x\n" {
+		t.Fatalf("token file: %q %v", b, err)
+	}
+	for _, c := range []struct {
+		path string
+		mode os.FileMode
+	}{{dir, 0o700}, {file, 0o644}} {
+		if fi, err := os.Stat(c.path); err != nil || fi.Mode().Perm() != c.mode {
+			t.Errorf("%s: mode %v %v, want %v", c.path, fi.Mode().Perm(), err, c.mode)
+		}
+	}
+	other := filepath.Join(tmp, "other")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{other, "relative/ironcurtain-run-1", dir + "/../other"} {
+		if err := removeTokenDir(bad); err == nil {
+			t.Errorf("removeTokenDir(%q) accepted", bad)
+		}
+	}
+	if err := removeTokenDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 1 || left[0].Name() != "other" {
+		t.Errorf("left in the temporary directory: %v", left)
+	}
+	if err := removeTokenDir(dir); err != nil {
+		t.Errorf("removing again: %v", err)
+	}
+}
