@@ -189,9 +189,63 @@ type fakeOps struct {
 	createErr   error
 	workspace   bool
 	n           int
+	// The escalation event stream: watchErr refuses it; each change
+	// signals every open one.
+	watchErr error
+	watchers map[chan struct{}]bool
+	watches  int
 }
 
-func newFakeOps() *fakeOps { return &fakeOps{sessions: map[string]*opsapi.SessionSummary{}} }
+func newFakeOps() *fakeOps {
+	return &fakeOps{sessions: map[string]*opsapi.SessionSummary{}, watchers: map[chan struct{}]bool{}}
+}
+
+func (f *fakeOps) WatchEscalations(ctx context.Context) (<-chan struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watches++
+	if f.watchErr != nil {
+		return nil, f.watchErr
+	}
+	ch := make(chan struct{}, 1)
+	f.watchers[ch] = true
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.watchers[ch] {
+			delete(f.watchers, ch)
+			close(ch)
+		}
+	})
+	return ch, nil
+}
+
+// changedLocked signals the open event streams (f.mu held).
+func (f *fakeOps) changedLocked() {
+	for ch := range f.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// breakStreams ends the open event streams and refuses new ones.
+func (f *fakeOps) breakStreams(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watchErr = err
+	for ch := range f.watchers {
+		delete(f.watchers, ch)
+		close(ch)
+	}
+}
+
+func (f *fakeOps) streaming() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.watchers)
+}
 
 func (f *fakeOps) CreateSession(_ context.Context, r opsapi.CreateSessionRequest) (opsapi.CreatedSession, error) {
 	f.mu.Lock()
@@ -272,6 +326,7 @@ func (f *fakeOps) escalate(id string) {
 	f.escalations = append([]escalation.Escalation{{ID: id, SessionID: f.newest(), Kind: escalation.KindToolCall,
 		Server: "filesystem", Tool: "write_file", Args: []byte(`{"path":"/workspace/x\u202e"}`), Rule: "escalate-writes",
 		Reason: "writes need a human", Status: escalation.StatusPending}}, f.escalations...)
+	f.changedLocked()
 }
 
 func (f *fakeOps) decideElsewhere(id, status, by, reason string) {
@@ -282,6 +337,7 @@ func (f *fakeOps) decideElsewhere(id, status, by, reason string) {
 			f.escalations[i].Status, f.escalations[i].DecidedBy, f.escalations[i].DecisionReason = status, by, reason
 		}
 	}
+	f.changedLocked()
 }
 
 func (f *fakeOps) newest() string { return fmt.Sprintf("sess_%026d", f.n) }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -27,6 +28,9 @@ type Ops interface {
 	RevokeSession(ctx context.Context, id, reason string) (opsapi.RevokedSession, error)
 	ListEscalations(ctx context.Context, f escalation.ListFilter) ([]escalation.Escalation, error)
 	Decide(ctx context.Context, id string, approve bool, r opsapi.DecideRequest) (escalation.Escalation, error)
+	// WatchEscalations opens the escalation event stream: a value on each
+	// change, the channel closed when the stream ends.
+	WatchEscalations(ctx context.Context) (<-chan struct{}, error)
 }
 
 var _ Ops = (*opsapi.Client)(nil)
@@ -344,6 +348,9 @@ func (r *run) loop(ctx context.Context) (string, int64) {
 			}
 		}
 	}()
+	ev := make(chan struct{}, 1)
+	var live atomic.Bool
+	go r.watch(waitCtx, ev, &live)
 	tick := time.NewTicker(r.o.Poll)
 	defer tick.Stop()
 	interrupts := 0
@@ -391,15 +398,51 @@ func (r *run) loop(ctx context.Context) (string, int64) {
 			return "cancelled", -1
 		case line := <-lines:
 			r.answer(ctx, line)
-		case <-tick.C:
+		case <-ev:
 			r.poll(ctx)
+		case <-tick.C:
 			polls++
+			if !live.Load() || polls%pollsWhileStreaming == 0 {
+				r.poll(ctx)
+			}
 			if polls%4 == 0 && stopping == "" {
 				if why := r.sessionOver(ctx); why != "" {
 					r.say("%s: stopping the agent", why)
 					stop(why)
 				}
 			}
+		}
+	}
+}
+
+// pollsWhileStreaming: while the escalation stream is up, the listing is
+// still read every this many poll intervals (a safety net).
+const pollsWhileStreaming = 10
+
+// watch follows the ops API's escalation event stream: each change is a
+// signal on ev (the loop then reads the session's escalations), and so is
+// each (re)connection, for what changed while it was down. While the stream
+// is down live is false and the loop polls every Options.Poll; it is opened
+// again every Options.Reconnect until ctx ends.
+func (r *run) watch(ctx context.Context, ev chan<- struct{}, live *atomic.Bool) {
+	signal := func() {
+		select {
+		case ev <- struct{}{}:
+		default: // one pending signal is enough
+		}
+	}
+	for ctx.Err() == nil {
+		if ch, err := r.d.Ops.WatchEscalations(ctx); err == nil {
+			live.Store(true)
+			signal()
+			for range ch {
+				signal()
+			}
+			live.Store(false)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.o.Reconnect):
 		}
 	}
 }

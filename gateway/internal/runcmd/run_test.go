@@ -637,3 +637,54 @@ func FuzzAgentLines(f *testing.F) {
 		}
 	})
 }
+
+// TestEscalationStreamed: with the event stream up, an escalation and a
+// decision made elsewhere reach the terminal at once, not at the next poll
+// (the poll interval here is an hour).
+func TestEscalationStreamed(t *testing.T) {
+	o := opts(t, "x")
+	o.Poll = time.Hour
+	h := start(t, o, nil)
+	id := h.running()
+	h.until("the stream", func() bool { return h.ops.streaming() == 1 })
+	began := time.Now()
+	h.ops.escalate("esc_1")
+	h.until("the prompt", func() bool { return strings.Contains(h.msg.String(), "escalation esc_1 waits") })
+	if d := time.Since(began); d > 100*time.Millisecond {
+		t.Errorf("the escalation was shown after %s, want ≤ 100ms", d)
+	}
+	h.ops.decideElsewhere("esc_1", "approved", "alice", "")
+	h.until("the news", func() bool { return strings.Contains(h.msg.String(), "esc_1 approved by alice (elsewhere)") })
+	h.docker.exit(id, 0)
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	h.assertNothingLeft()
+	if n := h.ops.streaming(); n != 0 {
+		t.Errorf("%d event streams left open", n)
+	}
+}
+
+// TestEscalationStreamBrokenFallsBack: when the stream breaks (and cannot
+// be opened again) the run polls; when it comes back the run uses it.
+func TestEscalationStreamBrokenFallsBack(t *testing.T) {
+	o := opts(t, "x")
+	o.Poll, o.Reconnect = 20*time.Millisecond, 50*time.Millisecond
+	h := start(t, o, nil)
+	id := h.running()
+	h.until("the stream", func() bool { return h.ops.streaming() == 1 })
+	h.ops.breakStreams(errors.New("stream refused"))
+	h.ops.escalate("esc_1")
+	h.until("the prompt by polling", func() bool { return strings.Contains(h.msg.String(), "escalation esc_1 waits") })
+	h.ops.mu.Lock()
+	h.ops.watchErr = nil
+	h.ops.mu.Unlock()
+	h.until("the stream again", func() bool { return h.ops.streaming() == 1 })
+	h.ops.decideElsewhere("esc_1", "denied", "bob", "no")
+	h.until("the news", func() bool { return strings.Contains(h.msg.String(), "esc_1 denied by bob (elsewhere): no") })
+	h.docker.exit(id, 0)
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	h.assertNothingLeft()
+}
