@@ -106,6 +106,11 @@ type Options struct {
 	// (kept after revocation, for inspection): each minted session gets its
 	// own sandbox directory there.
 	SessionWorkspaces string
+	// SessionWorkspacesHostDir, when set with SessionWorkspaces, is a host
+	// directory bind-mounted there (writable by the gateway's uid 10001), as
+	// the compose stack does: `ironcurtain run --workspaces-dir` then mounts
+	// a session's directory into its agent container.
+	SessionWorkspacesHostDir string
 	// Logf receives progress lines (t.Logf or log.Printf).
 	Logf func(format string, args ...any)
 }
@@ -504,6 +509,7 @@ func (s *Stack) runGateway(ctx context.Context, role, agentHost, opsHost string)
 			}
 		}),
 		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, workspace)),
+		testcontainers.WithHostConfigModifier(s.sessionWorkspacesMount),
 		testcontainers.WithFiles(files...),
 	)
 	if err != nil {
@@ -603,4 +609,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// sessionWorkspacesMount bind-mounts Options.SessionWorkspacesHostDir at
+// the gateway's session_workspaces.root (when both are set).
+func (s *Stack) sessionWorkspacesMount(hc *container.HostConfig) {
+	if s.opts.SessionWorkspacesHostDir == "" || s.opts.SessionWorkspaces == "" {
+		return
+	}
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: s.opts.SessionWorkspacesHostDir, Target: s.opts.SessionWorkspaces})
 }
