@@ -195,7 +195,7 @@ func (v ExecVerifier) Verify(ctx context.Context, session string) (string, error
 		return "", fmt.Errorf("%w: no running %s container of compose project %s", ErrNotVerified, v.Service, v.Project)
 	}
 	ex, err := v.C.ExecCreate(ctx, res.Items[0].ID, client.ExecCreateOptions{
-		Cmd: []string{"ironcurtain", "audit", "verify", "--session", session}, AttachStdout: true, AttachStderr: true})
+		Cmd: verifyCmd(session), AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return "", fmt.Errorf("exec: %w", err)
 	}
@@ -218,6 +218,20 @@ func (v ExecVerifier) Verify(ctx context.Context, session string) (string, error
 		return "", fmt.Errorf("audit verify exited %d: %s", in.ExitCode, text)
 	}
 	return text, nil
+}
+
+// DatabaseURLFile is the compose gateway's database URL secret: its
+// environment holds no URL (compose secrets are files).
+const DatabaseURLFile = "/run/secrets/database_url"
+
+// verifyCmd is `ironcurtain audit verify --session session` in the gateway
+// container, its database URL read there from DatabaseURLFile unless the
+// container's environment sets IRONCURTAIN_DATABASE_URL (never on a
+// command line: the shell reads it), as compose/stack.sh does.
+func verifyCmd(session string) []string {
+	return []string{"/bin/sh", "-c", `if [ -z "${IRONCURTAIN_DATABASE_URL:-}" ] && [ -r ` + DatabaseURLFile + ` ]; then ` +
+		`IRONCURTAIN_DATABASE_URL=$(cat ` + DatabaseURLFile + `) && export IRONCURTAIN_DATABASE_URL; fi; ` +
+		`exec ironcurtain audit verify --session "$1"`, "ironcurtain", session}
 }
 
 type limited struct{ b *bytes.Buffer }

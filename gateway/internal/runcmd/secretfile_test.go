@@ -3,6 +3,7 @@ package runcmd
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +94,16 @@ func TestTokenFile(t *testing.T) {
 	}
 	if err := removeTokenDir(dir); err != nil {
 		t.Errorf("removing again: %v", err)
+	}
+}
+
+// TestVerifyCmd: the session is an argument of its own, never part of the
+// script, and the database URL is read from the secret file in the
+// container (no URL on the command line).
+func TestVerifyCmd(t *testing.T) {
+	c := verifyCmd("sess_abc")
+	if len(c) != 5 || c[0] != "/bin/sh" || c[4] != "sess_abc" || strings.Contains(c[2], "sess_abc") ||
+		!strings.Contains(c[2], "$(cat "+DatabaseURLFile+")") || !strings.Contains(c[2], `exec ironcurtain audit verify --session "$1"`) {
+		t.Errorf("verifyCmd = %q", c)
 	}
 }
