@@ -27,6 +27,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 project=ironcurtain
 env_file=$here/.env
 secrets_dir=$here/secrets
+workspaces_dir=$here/workspaces
 demo_model=replay:/usr/share/ironcurtain/transcripts/demo.yaml
 timeout=${UP_TIMEOUT:-180}
 
@@ -105,6 +106,30 @@ make_secrets() {
   fi
 }
 
+# as_gateway_root runs a shell command as root in a throwaway container of the gateway image
+# with compose/workspaces/ at /w (no network; only the capabilities to change owners): for a
+# directory owned by the gateway's uid that the user may not be able to change.
+as_gateway_root() {
+  docker run --rm --network none --user 0:0 --cap-drop ALL --cap-add CHOWN --cap-add FOWNER \
+    --cap-add DAC_OVERRIDE -v "$workspaces_dir:/w" --entrypoint /bin/sh \
+    "${IC_GATEWAY_IMAGE:-ironcurtain/gateway:dev}" -c "$1"
+}
+
+# make_workspaces creates compose/workspaces/, the host directory of the gateway's
+# session_workspaces.root (gateway.yaml): owned by the gateway's uid 10001, which creates a
+# directory per minted session in it, and mode 0711, so that no other user lists it.
+# `ironcurtain run` bind-mounts one session's directory into its agent container.
+make_workspaces() {
+  mkdir -p "$workspaces_dir"
+  [[ $(ls -nd "$workspaces_dir" | awk '{ print $1, $3 ":" $4 }') == "drwx--x--x 10001:10001" ]] && return 0
+  if [[ $(id -u) == 0 ]]; then
+    chown 10001:10001 "$workspaces_dir" && chmod 711 "$workspaces_dir"
+  else
+    as_gateway_root 'chown 10001:10001 /w && chmod 711 /w' || die "could not give compose/workspaces/ to the gateway's uid 10001"
+  fi
+  say "created compose/workspaces/ (the gateway's per-session workspaces, owner 10001, mode 0711)"
+}
+
 # container_id prints the id of a service's container (empty when there is none).
 container_id() { dc ps -q "$1" 2>/dev/null | head -n 1; }
 
@@ -147,6 +172,7 @@ up() {
   [[ -f $env_file ]] || die "compose/.env is missing (run: compose/stack.sh env, or make up)"
   [[ -f $secrets_dir/agent-token ]] || die "compose/secrets/ is missing (run: compose/stack.sh env, or make up)"
   local start=$SECONDS model
+  make_workspaces
   say "starting postgres -> migrate -> gateway ($COMPOSE)"
   dc up -d --remove-orphans postgres migrate gateway
   wait_healthy || die "the gateway is not healthy"
@@ -227,6 +253,10 @@ demo() {
 down() {
   if [[ -f $env_file ]]; then
     if [[ ${VOLUMES:-0} == 1 ]]; then dc down --remove-orphans --volumes; else dc down --remove-orphans; fi
+    # The session workspaces are data too (owned by the gateway's uid: emptied as it).
+    if [[ ${VOLUMES:-0} == 1 && -d $workspaces_dir ]]; then
+      as_gateway_root 'find /w -mindepth 1 -delete' || say "could not empty compose/workspaces/"
+    fi
   else
     # No compose/.env: nothing can be running that this file did not start.
     "${compose_cmd[@]}" -p "$project" -f "$here/docker-compose.yml" down --remove-orphans $([[ ${VOLUMES:-0} == 1 ]] && echo --volumes)

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,12 +30,37 @@ const runWorkspaces = "/tmp/ic-session-workspaces"
 type runOutput struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+	// at is when each write arrived, by the output's length after it.
+	at []writeAt
+}
+
+type writeAt struct {
+	end  int
+	when time.Time
 }
 
 func (o *runOutput) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.b.Write(p)
+	n, err := o.b.Write(p)
+	o.at = append(o.at, writeAt{o.b.Len(), time.Now()})
+	return n, err
+}
+
+// seenAt is when sub was first complete in the output (zero: not yet).
+func (o *runOutput) seenAt(sub string) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := strings.Index(o.b.String(), sub)
+	if i < 0 {
+		return time.Time{}
+	}
+	for _, w := range o.at {
+		if w.end >= i+len(sub) {
+			return w.when
+		}
+	}
+	return time.Time{}
 }
 
 func (o *runOutput) String() string {
@@ -74,7 +101,7 @@ func (o *runOutput) session(t *testing.T) string {
 // push escalate and are approved in the terminal. Every run leaves no
 // container, a revoked session and a verified audit chain.
 func TestRun(t *testing.T) {
-	s := runTopology(t)
+	s, hostDir := runTopology(t)
 	ctx := ctxFor(t, 15*time.Minute)
 	bin, err := buildFixture(ctx, "ironcurtain.dev/gateway/cmd/ironcurtain", filepath.Join(t.TempDir(), "ironcurtain"))
 	if err != nil {
@@ -89,17 +116,23 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
+	// The runs write their session tokens below runTmp (TMPDIR).
+	runTmp := t.TempDir()
 	command := func(args ...string) *exec.Cmd {
-		base := []string{"run", "--network", s.AgentNetwork(), "--gateway", "http://" + s.AgentHost() + ":8080", "--ops-url", opsURL, "--ttl", "20m"}
+		base := []string{"run", "--network", s.AgentNetwork(), "--gateway", "http://" + s.AgentHost() + ":8080", "--ops-url", opsURL, "--ttl", "20m",
+			"--workspaces-dir", hostDir}
 		c := exec.CommandContext(ctx, bin, append(base, args...)...)
-		c.Env = append(os.Environ(), "IRONCURTAIN_OPERATOR_TOKEN="+s.Secrets.OperatorToken,
+		c.Env = append(os.Environ(), "TMPDIR="+runTmp, "IRONCURTAIN_OPERATOR_TOKEN="+s.Secrets.OperatorToken,
 			"IC_AGENT_IMAGE="+envOr(envAgentImage, "ironcurtain/agent:dev"), "IC_AGENT_SHELL_IMAGE="+envOr(envShellImage, "ironcurtain/agent-shell:dev"))
 		return c
 	}
-	// afterRun: no container of the session, the session revoked, the
-	// chain verified.
+	// afterRun: no container of the session, no token file, the session
+	// revoked, the chain verified.
 	afterRun := func(t *testing.T, session string, minRecords int64) {
 		t.Helper()
+		if left, err := os.ReadDir(runTmp); err != nil || len(left) != 0 {
+			t.Errorf("token directories left: %v %v", left, err)
+		}
 		res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", "dev.ironcurtain.run.session="+session)})
 		if err != nil || len(res.Items) != 0 {
 			t.Errorf("containers of %s left: %d %v", session, len(res.Items), err)
@@ -156,6 +189,7 @@ func TestRun(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		outA.waitFor(t, " waits: a = approve", 3*time.Minute)
+		seesOnlyItsOwn(t, ctx, cli, sa, hostDir)
 		if _, err := io.WriteString(tty, "a\n"); err != nil {
 			t.Fatal(err)
 		}
@@ -164,6 +198,8 @@ func TestRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		outB.waitFor(t, "escalation "+e.ID+": filesystem__move_file", time.Minute)
+		seesOnlyItsOwn(t, ctx, cli, sb, hostDir)
+		logShownAfter(t, ctx, s, outB, e.ID)
 		if _, err := s.Decide(ctx, e.ID, true, "e2e: approved through the ops API", ""); err != nil {
 			t.Fatal(err)
 		}
@@ -275,27 +311,30 @@ echo PUSHED`
 }
 
 // runTopology starts a stack of its own for TestRun: like the shared one,
-// with session workspaces on.
-func runTopology(t *testing.T) *stack.Stack {
+// with session workspaces on, their root a host directory (returned) as in
+// the compose stack.
+func runTopology(t *testing.T) (*stack.Stack, string) {
 	t.Helper()
 	topology(t) // skips without Docker, builds the fixtures
+	hostDir := runWorkspacesHostDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	internet, probe := filepath.Join(fixtureDir, "internet"), filepath.Join(fixtureDir, "probe")
 	gw := envOr(envGatewayImage, "ironcurtain/gateway:dev")
 	s, err := stack.Start(ctx, stack.Options{
-		GatewayImage:      gw,
-		AgentImage:        envOr(envAgentImage, "ironcurtain/agent:dev"),
-		AgentShellImage:   envOr(envShellImage, "ironcurtain/agent-shell:dev"),
-		ShellSession:      shellSession,
-		PostgresImage:     envOr(envPostgresImage, "ironcurtain/postgres-offline:15"),
-		BaseImage:         envOr(envFixtureImage, gw),
-		InternetBinary:    internet,
-		ProbeBinary:       probe,
-		ModelScript:       []byte(modelScript),
-		Sessions:          sessions,
-		SessionWorkspaces: runWorkspaces,
-		Logf:              log.Printf,
+		GatewayImage:             gw,
+		AgentImage:               envOr(envAgentImage, "ironcurtain/agent:dev"),
+		AgentShellImage:          envOr(envShellImage, "ironcurtain/agent-shell:dev"),
+		ShellSession:             shellSession,
+		PostgresImage:            envOr(envPostgresImage, "ironcurtain/postgres-offline:15"),
+		BaseImage:                envOr(envFixtureImage, gw),
+		InternetBinary:           internet,
+		ProbeBinary:              probe,
+		ModelScript:              []byte(modelScript),
+		Sessions:                 sessions,
+		SessionWorkspaces:        runWorkspaces,
+		SessionWorkspacesHostDir: hostDir,
+		Logf:                     log.Printf,
 	})
 	if err != nil {
 		t.Fatalf("the run topology: %v", err)
@@ -308,5 +347,109 @@ func runTopology(t *testing.T) *stack.Stack {
 		}
 		s.Close(ctx)
 	})
-	return s
+	return s, hostDir
+}
+
+// runWorkspacesHostDir makes the host directory of the gateway's session
+// workspaces, as compose/stack.sh does: owned by the gateway's uid 10001,
+// mode 0711; without the right to chown, mode 0777 inside a 0700 directory
+// (no other user of the host gets in either way).
+func runWorkspacesHostDir(t *testing.T) string {
+	t.Helper()
+	parent, err := os.MkdirTemp("", "ic-e2e-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gateway's files in it are uid 10001's: removed best-effort.
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	dir := filepath.Join(parent, "workspaces")
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 10001, 10001); err != nil {
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// seesOnlyItsOwn checks the run container of session while it runs: its
+// /workspace is its session's directory and nothing else (the mounts, and
+// what the container lists there is what that directory holds), read-only;
+// its token is a read-only file and in no part of its configuration.
+func seesOnlyItsOwn(t *testing.T, ctx context.Context, cli *client.Client, session, hostDir string) {
+	t.Helper()
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.Add("label", "dev.ironcurtain.run.session="+session)})
+	if err != nil || len(res.Items) != 1 {
+		t.Fatalf("the run container of %s: %d %v", session, len(res.Items), err)
+	}
+	in, err := cli.ContainerInspect(ctx, res.Items[0].ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounts := map[string]string{}
+	for _, m := range in.Container.Mounts {
+		if m.RW {
+			t.Errorf("%s: %s is mounted writable", session, m.Destination)
+		}
+		mounts[m.Destination] = m.Source
+	}
+	own := filepath.Join(hostDir, session)
+	tokenDir := in.Container.Config.Labels["dev.ironcurtain.run.tokendir"]
+	if len(mounts) != 2 || mounts["/workspace"] != own || mounts["/run/secrets/agent_token"] != filepath.Join(tokenDir, "agent-token") {
+		t.Errorf("%s mounts %v, want only its workspace %s and its token file", session, mounts, own)
+	}
+	for _, e := range in.Container.Config.Env {
+		k, v, _ := strings.Cut(e, "=")
+		if k == "IRONCURTAIN_AGENT_TOKEN" || strings.Contains(v, "@") || strings.Contains(v, "icsess_") {
+			t.Errorf("%s: a token in the environment (%s)", session, k)
+		}
+	}
+	want, err := os.ReadDir(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := cli.CopyFromContainer(ctx, res.Items[0].ID, client.CopyFromContainerOptions{SourcePath: "/workspace/."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Content.Close()
+	var seen []string
+	tr := tar.NewReader(cp.Content)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		if name := strings.Trim(strings.TrimPrefix(h.Name, "."), "/"); name != "" && !strings.Contains(name, "/") {
+			seen = append(seen, name)
+		}
+	}
+	var names []string
+	for _, d := range want {
+		names = append(names, d.Name())
+	}
+	slices.Sort(seen)
+	if !slices.Equal(seen, names) || len(names) == 0 {
+		t.Errorf("%s lists %v in /workspace, its workspace holds %v", session, seen, names)
+	}
+}
+
+// logShownAfter logs how long after the gateway opened escalation id the
+// run's terminal showed it (the ops API's event stream; the database's
+// clock is the host's).
+func logShownAfter(t *testing.T, ctx context.Context, s *stack.Stack, out *runOutput, id string) {
+	t.Helper()
+	var row []struct {
+		Created float64 `json:"created"`
+	}
+	if err := s.QueryJSON(ctx, `SELECT extract(epoch FROM created_at)::float8 AS created FROM escalations WHERE id = `+stack.Quote(id), &row); err != nil || len(row) != 1 {
+		t.Errorf("escalation %s: %v", id, err)
+		return
+	}
+	created := time.UnixMicro(int64(row[0].Created * 1e6))
+	t.Logf("escalation %s opened → shown in the run's terminal: %s", id, out.seenAt("escalation "+id+": ").Sub(created).Round(time.Millisecond))
 }

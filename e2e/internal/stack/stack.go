@@ -109,6 +109,11 @@ type Options struct {
 	// Confined, when set, adds the launcher, the evil image: server and
 	// the remote url: server (confined.go).
 	Confined *Confined
+	// SessionWorkspacesHostDir, when set with SessionWorkspaces, is a host
+	// directory bind-mounted there (writable by the gateway's uid 10001), as
+	// the compose stack does: `ironcurtain run --workspaces-dir` then mounts
+	// a session's directory into its agent container.
+	SessionWorkspacesHostDir string
 	// Logf receives progress lines (t.Logf or log.Printf).
 	Logf func(format string, args ...any)
 }
@@ -565,6 +570,7 @@ func (s *Stack) runGateway(ctx context.Context, role, agentHost, opsHost string)
 			}
 		}),
 		testcontainers.WithMounts(testcontainers.VolumeMount(s.volume, workspace)),
+		testcontainers.WithHostConfigModifier(s.sessionWorkspacesMount),
 		testcontainers.WithFiles(files...),
 	}
 	c, err := testcontainers.Run(ctx, s.opts.GatewayImage, append(opts, extra...)...)
@@ -665,4 +671,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// sessionWorkspacesMount bind-mounts Options.SessionWorkspacesHostDir at
+// the gateway's session_workspaces.root (when both are set).
+func (s *Stack) sessionWorkspacesMount(hc *container.HostConfig) {
+	if s.opts.SessionWorkspacesHostDir == "" || s.opts.SessionWorkspaces == "" {
+		return
+	}
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: s.opts.SessionWorkspacesHostDir, Target: s.opts.SessionWorkspaces})
 }

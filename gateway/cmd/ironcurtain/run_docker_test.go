@@ -43,7 +43,18 @@ func runTestAgent() int {
 		time.Sleep(5 * time.Minute)
 		return 0
 	}
-	c := &agentMCP{url: os.Getenv("IRONCURTAIN_MCP_URL"), token: os.Getenv("IRONCURTAIN_AGENT_TOKEN")}
+	// The token is a file (IRONCURTAIN_AGENT_TOKEN_FILE), never in the
+	// environment.
+	if os.Getenv("IRONCURTAIN_AGENT_TOKEN") != "" || os.Getenv("IRONCURTAIN_AGENT_TOKEN_FILE") != runcmd.TokenPath {
+		fmt.Fprintln(os.Stderr, "test agent: the token is not (only) a file")
+		return 1
+	}
+	token, err := os.ReadFile(runcmd.TokenPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test agent:", err)
+		return 1
+	}
+	c := &agentMCP{url: os.Getenv("IRONCURTAIN_MCP_URL"), token: strings.TrimSpace(string(token))}
 	if err := c.init(); err != nil {
 		fmt.Fprintln(os.Stderr, "test agent:", err)
 		return 1
@@ -232,7 +243,7 @@ func TestRunDocker(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if id, err := eng.Find(ctx, session); err != nil || id != "" {
+		if id, _, err := eng.Find(ctx, session); err != nil || id != "" {
 			t.Errorf("container of %s left: %q %v", session, id, err)
 		}
 		if s, err := ops.GetSession(ctx, session); err != nil || s.Status != "revoked" {
@@ -269,6 +280,7 @@ func TestRunDocker(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		t.Logf("ironcurtain run → the agent's first tool call: %s", first)
+		tokenDir := tokenNotInConfig(t, cli, eng, sessionOf(msg.String()))
 		for !strings.Contains(msg.String(), " waits: a = approve") {
 			if time.Now().After(deadline) {
 				t.Fatalf("no escalation prompt:\n%s\n%s", msg.String(), out.String())
@@ -299,6 +311,9 @@ func TestRunDocker(t *testing.T) {
 			t.Errorf("the approved move in the session's workspace: %q %v", b, err)
 		}
 		noneLeft(t, session)
+		if _, err := os.Stat(tokenDir); !os.IsNotExist(err) {
+			t.Errorf("the token directory %s is left: %v", tokenDir, err)
+		}
 	})
 
 	t.Run("Ctrl-C", func(t *testing.T) {
@@ -330,4 +345,37 @@ func TestRunDocker(t *testing.T) {
 		}
 		noneLeft(t, sessionOf(msg.String()))
 	})
+}
+
+// tokenNotInConfig checks that the run container of session has its token
+// only as a file: docker inspect shows no token in the environment, the
+// command or the labels. It returns the token's host directory.
+func tokenNotInConfig(t *testing.T, cli *client.Client, eng runcmd.Engine, session string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, labels, err := eng.Find(ctx, session)
+	if err != nil || id == "" {
+		t.Fatalf("the run container of %s: %q %v", session, id, err)
+	}
+	dir := labels[runcmd.LabelTokenDir]
+	token, err := os.ReadFile(filepath.Join(dir, "agent-token"))
+	if err != nil || len(strings.TrimSpace(string(token))) < 16 {
+		t.Fatalf("the token file in %q: %v", dir, err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the token directory: %v %v, want mode 0700", fi.Mode(), err)
+	}
+	in, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprint(in.Container.Config.Env, in.Container.Config.Cmd, in.Container.Config.Labels, in.Container.Config.Entrypoint)
+	if strings.Contains(cfg, strings.TrimSpace(string(token))) {
+		t.Errorf("the session token is in the container's configuration")
+	}
+	if !strings.Contains(cfg, "IRONCURTAIN_AGENT_TOKEN_FILE="+runcmd.TokenPath) {
+		t.Errorf("no IRONCURTAIN_AGENT_TOKEN_FILE in %s", cfg)
+	}
+	return dir
 }

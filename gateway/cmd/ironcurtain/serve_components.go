@@ -465,6 +465,7 @@ func buildOps(st *storage, operators, scrapers *opsapi.Operators, pol opsapi.Pol
 			WriteHealth: writeHealth(st),
 			Policy:      pol,
 			Sessions:    st.minted,
+			Watch:       st.pg.Watch,                             // GET /v1/escalations/events
 			UI:          consoleHandler(st, operators, pol, log), // serve_console.go
 			Gatherer:    reg,
 			Registerer:  reg,

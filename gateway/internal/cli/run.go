@@ -20,6 +20,9 @@ import (
 const (
 	runEnvFile           = "compose/.env"
 	runOperatorTokenFile = "compose/secrets/operator-token"
+	// runWorkspacesDir is the host directory of the stack's
+	// session_workspaces.root (compose/stack.sh up creates it).
+	runWorkspacesDir = "compose/workspaces"
 )
 
 func runRun(ctx context.Context, e Env) int {
@@ -31,6 +34,7 @@ func runRun(ctx context.Context, e Env) int {
 		fmt.Fprintf(e.Stderr, "ironcurtain run: %v\n", err)
 		return 1
 	}
+	getenv = runcmd.ExistingDir(runcmd.EnvWorkspacesDir, runWorkspacesDir, getenv)
 	o, err := runcmd.Parse(e.Args, getenv, e.Stderr)
 	if err != nil {
 		return runExit(e, err)

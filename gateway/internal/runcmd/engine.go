@@ -54,6 +54,10 @@ func BuildConfig(s Spec) client.ContainerCreateOptions {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.Workspace, Target: "/workspace", ReadOnly: true,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
+	if s.TokenFile != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: s.TokenFile, Target: TokenPath, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	}
 	pids := int64(512)
 	cfg := &container.Config{
 		Image:        s.Image,
@@ -124,15 +128,15 @@ func (h hijackedInput) Write(p []byte) (int, error) { return h.hj.Conn.Write(p) 
 func (h hijackedInput) Close() error                { return h.hj.CloseWrite() }
 
 // Find implements Docker.
-func (e Engine) Find(ctx context.Context, session string) (string, error) {
+func (e Engine) Find(ctx context.Context, session string) (string, map[string]string, error) {
 	res, err := e.C.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelSession+"="+session)})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if len(res.Items) == 0 {
-		return "", nil
+		return "", nil, nil
 	}
-	return res.Items[0].ID, nil
+	return res.Items[0].ID, res.Items[0].Labels, nil
 }
 
 // Wait implements Docker.
@@ -191,7 +195,7 @@ func (v ExecVerifier) Verify(ctx context.Context, session string) (string, error
 		return "", fmt.Errorf("%w: no running %s container of compose project %s", ErrNotVerified, v.Service, v.Project)
 	}
 	ex, err := v.C.ExecCreate(ctx, res.Items[0].ID, client.ExecCreateOptions{
-		Cmd: []string{"ironcurtain", "audit", "verify", "--session", session}, AttachStdout: true, AttachStderr: true})
+		Cmd: verifyCmd(session), AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return "", fmt.Errorf("exec: %w", err)
 	}
@@ -214,6 +218,20 @@ func (v ExecVerifier) Verify(ctx context.Context, session string) (string, error
 		return "", fmt.Errorf("audit verify exited %d: %s", in.ExitCode, text)
 	}
 	return text, nil
+}
+
+// DatabaseURLFile is the compose gateway's database URL secret: its
+// environment holds no URL (compose secrets are files).
+const DatabaseURLFile = "/run/secrets/database_url"
+
+// verifyCmd is `ironcurtain audit verify --session session` in the gateway
+// container, its database URL read there from DatabaseURLFile unless the
+// container's environment sets IRONCURTAIN_DATABASE_URL (never on a
+// command line: the shell reads it), as compose/stack.sh does.
+func verifyCmd(session string) []string {
+	return []string{"/bin/sh", "-c", `if [ -z "${IRONCURTAIN_DATABASE_URL:-}" ] && [ -r ` + DatabaseURLFile + ` ]; then ` +
+		`IRONCURTAIN_DATABASE_URL=$(cat ` + DatabaseURLFile + `) && export IRONCURTAIN_DATABASE_URL; fi; ` +
+		`exec ironcurtain audit verify --session "$1"`, "ironcurtain", session}
 }
 
 type limited struct{ b *bytes.Buffer }

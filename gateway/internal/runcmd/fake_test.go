@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -30,12 +33,15 @@ type fakeDocker struct {
 }
 
 type fakeContainer struct {
-	spec   Spec
-	exit   chan int64
-	exited bool
-	out    *io.PipeWriter
-	outR   *io.PipeReader
-	in     *strings.Builder
+	spec Spec
+	// token is what the token file held at start, with its modes.
+	token                   string
+	tokenMode, tokenDirMode fs.FileMode
+	exit                    chan int64
+	exited                  bool
+	out                     *io.PipeWriter
+	outR                    *io.PipeReader
+	in                      *strings.Builder
 }
 
 func newFakeDocker() *fakeDocker { return &fakeDocker{containers: map[string]*fakeContainer{}} }
@@ -53,6 +59,15 @@ func (f *fakeDocker) Start(_ context.Context, s Spec) (string, Stream, error) {
 	id := fmt.Sprintf("c%064d", f.n)
 	pr, pw := io.Pipe()
 	c := &fakeContainer{spec: s, exit: make(chan int64, 1), out: pw, outR: pr, in: &strings.Builder{}}
+	if b, err := os.ReadFile(s.TokenFile); err == nil {
+		c.token = string(b)
+		if fi, err := os.Stat(s.TokenFile); err == nil {
+			c.tokenMode = fi.Mode()
+		}
+		if fi, err := os.Stat(filepath.Dir(s.TokenFile)); err == nil {
+			c.tokenDirMode = fi.Mode()
+		}
+	}
 	f.containers[id] = c
 	if f.startErr != nil {
 		return id, Stream{}, f.startErr
@@ -77,15 +92,15 @@ func (n nopWriteCloser) Write(p []byte) (int, error) {
 }
 func (n nopWriteCloser) Close() error { return nil }
 
-func (f *fakeDocker) Find(_ context.Context, session string) (string, error) {
+func (f *fakeDocker) Find(_ context.Context, session string) (string, map[string]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, c := range f.containers {
 		if c.spec.Labels[LabelSession] == session {
-			return id, nil
+			return id, c.spec.Labels, nil
 		}
 	}
-	return "", nil
+	return "", nil, nil
 }
 
 func (f *fakeDocker) Attach(_ context.Context, id string, _ bool) (Stream, error) {
@@ -174,9 +189,63 @@ type fakeOps struct {
 	createErr   error
 	workspace   bool
 	n           int
+	// The escalation event stream: watchErr refuses it; each change
+	// signals every open one.
+	watchErr error
+	watchers map[chan struct{}]bool
+	watches  int
 }
 
-func newFakeOps() *fakeOps { return &fakeOps{sessions: map[string]*opsapi.SessionSummary{}} }
+func newFakeOps() *fakeOps {
+	return &fakeOps{sessions: map[string]*opsapi.SessionSummary{}, watchers: map[chan struct{}]bool{}}
+}
+
+func (f *fakeOps) WatchEscalations(ctx context.Context) (<-chan struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watches++
+	if f.watchErr != nil {
+		return nil, f.watchErr
+	}
+	ch := make(chan struct{}, 1)
+	f.watchers[ch] = true
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.watchers[ch] {
+			delete(f.watchers, ch)
+			close(ch)
+		}
+	})
+	return ch, nil
+}
+
+// changedLocked signals the open event streams (f.mu held).
+func (f *fakeOps) changedLocked() {
+	for ch := range f.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// breakStreams ends the open event streams and refuses new ones.
+func (f *fakeOps) breakStreams(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watchErr = err
+	for ch := range f.watchers {
+		delete(f.watchers, ch)
+		close(ch)
+	}
+}
+
+func (f *fakeOps) streaming() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.watchers)
+}
 
 func (f *fakeOps) CreateSession(_ context.Context, r opsapi.CreateSessionRequest) (opsapi.CreatedSession, error) {
 	f.mu.Lock()
@@ -257,6 +326,7 @@ func (f *fakeOps) escalate(id string) {
 	f.escalations = append([]escalation.Escalation{{ID: id, SessionID: f.newest(), Kind: escalation.KindToolCall,
 		Server: "filesystem", Tool: "write_file", Args: []byte(`{"path":"/workspace/x\u202e"}`), Rule: "escalate-writes",
 		Reason: "writes need a human", Status: escalation.StatusPending}}, f.escalations...)
+	f.changedLocked()
 }
 
 func (f *fakeOps) decideElsewhere(id, status, by, reason string) {
@@ -267,6 +337,7 @@ func (f *fakeOps) decideElsewhere(id, status, by, reason string) {
 			f.escalations[i].Status, f.escalations[i].DecidedBy, f.escalations[i].DecisionReason = status, by, reason
 		}
 	}
+	f.changedLocked()
 }
 
 func (f *fakeOps) newest() string { return fmt.Sprintf("sess_%026d", f.n) }

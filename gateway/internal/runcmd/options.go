@@ -76,8 +76,12 @@ type Options struct {
 	Proxy         string
 	// Grace is how long a first Ctrl-C waits for the agent to stop.
 	Grace time.Duration
-	// Poll is the escalation and session poll interval.
+	// Poll is the session poll interval, and the escalation poll interval
+	// while the escalation event stream is down.
 	Poll time.Duration
+	// Reconnect is how long a run waits to open the escalation event
+	// stream again after it ended or failed.
+	Reconnect time.Duration
 }
 
 // ErrUsage marks an error that is the user's (exit code 2).
@@ -118,7 +122,7 @@ func (l labelFlag) Set(v string) error {
 func Parse(args []string, getenv func(string) string, stderr io.Writer) (Options, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o := Options{Labels: map[string]string{}, Grace: 10 * time.Second, Poll: 500 * time.Millisecond}
+	o := Options{Labels: map[string]string{}, Grace: 10 * time.Second, Poll: 500 * time.Millisecond, Reconnect: 3 * time.Second}
 	fs.StringVar(&o.Agent, "agent", "runner", "runner, shell or an image name")
 	fs.StringVar(&o.Model, "model", "", "the runner's model (default $"+EnvModel+" or the offline demo transcript)")
 	ttl := fs.String("ttl", "", "the session's lifetime (default 1h; 1m to 720h)")

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -27,6 +28,9 @@ type Ops interface {
 	RevokeSession(ctx context.Context, id, reason string) (opsapi.RevokedSession, error)
 	ListEscalations(ctx context.Context, f escalation.ListFilter) ([]escalation.Escalation, error)
 	Decide(ctx context.Context, id string, approve bool, r opsapi.DecideRequest) (escalation.Escalation, error)
+	// WatchEscalations opens the escalation event stream: a value on each
+	// change, the channel closed when the stream ends.
+	WatchEscalations(ctx context.Context) (<-chan struct{}, error)
 }
 
 var _ Ops = (*opsapi.Client)(nil)
@@ -41,6 +45,9 @@ type Spec struct {
 	// Workspace is the host directory mounted read-only as /workspace
 	// ("" for none).
 	Workspace string
+	// TokenFile is the host file holding the session's token, mounted
+	// read-only at TokenPath: the token is in no container configuration.
+	TokenFile string
 	Labels    map[string]string
 	// Stdin keeps the container's standard input open (--interactive).
 	Stdin bool
@@ -63,8 +70,9 @@ type Docker interface {
 	// Start creates, attaches and starts a container; on error nothing of
 	// it is left (id may still be returned and is then removed by the run).
 	Start(ctx context.Context, s Spec) (id string, st Stream, err error)
-	// Find returns the run container of session ("" when there is none).
-	Find(ctx context.Context, session string) (string, error)
+	// Find returns the run container of session ("" when there is none)
+	// and its labels.
+	Find(ctx context.Context, session string) (id string, labels map[string]string, err error)
 	// Attach attaches to a running container.
 	Attach(ctx context.Context, id string, stdin bool) (Stream, error)
 	// Wait blocks until the container has exited and returns its code.
@@ -96,10 +104,21 @@ type Deps struct {
 	// the second forces.
 	Interrupts <-chan struct{}
 	Now        func() time.Time
+	// TempDir is where the session's token file is written ("": the
+	// system's temporary directory).
+	TempDir string
 }
 
 // LabelSession is the label naming a run container's session.
 const LabelSession = "dev.ironcurtain.run.session"
+
+// LabelTokenDir is the label naming the host directory of a run
+// container's token file (removed when the run ends, also after attach).
+const LabelTokenDir = "dev.ironcurtain.run.tokendir"
+
+// TokenPath is where the run container reads its session's token
+// (IRONCURTAIN_AGENT_TOKEN_FILE, as the compose agents do).
+const TokenPath = "/run/secrets/agent_token"
 
 // ContainerName is the name of session id's run container.
 func ContainerName(id string) string { return "ironcurtain-run-" + strings.ToLower(id) }
@@ -117,6 +136,7 @@ type run struct {
 
 	session   string
 	container string
+	tokenDir  string // host directory of the token file ("" none)
 	workspace string // as the host sees it ("" unmounted)
 	gwPath    string // as the gateway sees it
 	stream    Stream
@@ -219,9 +239,16 @@ func (r *run) start(ctx context.Context, token string) error {
 		}
 		r.workspace = filepath.Join(o.WorkspacesDir, r.session)
 	}
-	proxy := "http://agent:" + token + "@" + o.Proxy
+	dir, file, err := writeTokenFile(r.d.TempDir, token)
+	r.tokenDir = dir
+	if err != nil {
+		return fmt.Errorf("writing the session's token file: %w", err)
+	}
+	// The agent reads the token from the file at start and adds it to the
+	// proxy URLs as their password (the runner; the shell's ironcurtain-env).
+	proxy := "http://" + o.Proxy
 	env := []string{
-		"IRONCURTAIN_AGENT_TOKEN=" + token,
+		"IRONCURTAIN_AGENT_TOKEN_FILE=" + TokenPath,
 		"IRONCURTAIN_MODEL=" + o.Model,
 		"IRONCURTAIN_GATEWAY_URL=" + o.GatewayURL,
 		"IRONCURTAIN_MCP_URL=" + o.GatewayURL + "/mcp",
@@ -239,7 +266,8 @@ func (r *run) start(ctx context.Context, token string) error {
 		cmd = []string{"run", o.Task}
 	}
 	spec := Spec{Name: ContainerName(r.session), Image: o.Image, Cmd: cmd, Env: env, Network: o.Network,
-		Workspace: r.workspace, Labels: map[string]string{LabelSession: r.session}, Stdin: o.Interactive}
+		Workspace: r.workspace, TokenFile: file, Labels: map[string]string{LabelSession: r.session, LabelTokenDir: dir},
+		Stdin: o.Interactive}
 	id, st, err := r.d.Docker.Start(ctx, spec)
 	r.container = id
 	if err != nil {
@@ -260,14 +288,14 @@ func (r *run) attach(ctx context.Context) error {
 	if err != nil {
 		return opsErr(r.o, err)
 	}
-	id, err := r.d.Docker.Find(ctx, r.o.AttachID)
+	id, labels, err := r.d.Docker.Find(ctx, r.o.AttachID)
 	if err != nil {
 		return fmt.Errorf("attach: finding the run container: %w", err)
 	}
 	if id == "" {
 		return fmt.Errorf("%w: attach: no run container for session %s", ErrUsage, r.o.AttachID)
 	}
-	r.session, r.container = s.SessionID, id
+	r.session, r.container, r.tokenDir = s.SessionID, id, labels[LabelTokenDir]
 	if s.Minted != nil {
 		r.gwPath = s.Minted.Workspace
 	}
@@ -320,6 +348,9 @@ func (r *run) loop(ctx context.Context) (string, int64) {
 			}
 		}
 	}()
+	ev := make(chan struct{}, 1)
+	var live atomic.Bool
+	go r.watch(waitCtx, ev, &live)
 	tick := time.NewTicker(r.o.Poll)
 	defer tick.Stop()
 	interrupts := 0
@@ -367,15 +398,51 @@ func (r *run) loop(ctx context.Context) (string, int64) {
 			return "cancelled", -1
 		case line := <-lines:
 			r.answer(ctx, line)
-		case <-tick.C:
+		case <-ev:
 			r.poll(ctx)
+		case <-tick.C:
 			polls++
+			if !live.Load() || polls%pollsWhileStreaming == 0 {
+				r.poll(ctx)
+			}
 			if polls%4 == 0 && stopping == "" {
 				if why := r.sessionOver(ctx); why != "" {
 					r.say("%s: stopping the agent", why)
 					stop(why)
 				}
 			}
+		}
+	}
+}
+
+// pollsWhileStreaming: while the escalation stream is up, the listing is
+// still read every this many poll intervals (a safety net).
+const pollsWhileStreaming = 10
+
+// watch follows the ops API's escalation event stream: each change is a
+// signal on ev (the loop then reads the session's escalations), and so is
+// each (re)connection, for what changed while it was down. While the stream
+// is down live is false and the loop polls every Options.Poll; it is opened
+// again every Options.Reconnect until ctx ends.
+func (r *run) watch(ctx context.Context, ev chan<- struct{}, live *atomic.Bool) {
+	signal := func() {
+		select {
+		case ev <- struct{}{}:
+		default: // one pending signal is enough
+		}
+	}
+	for ctx.Err() == nil {
+		if ch, err := r.d.Ops.WatchEscalations(ctx); err == nil {
+			live.Store(true)
+			signal()
+			for range ch {
+				signal()
+			}
+			live.Store(false)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.o.Reconnect):
 		}
 	}
 }
@@ -569,6 +636,10 @@ func (r *run) cleanup(why string) error {
 			errs = append(errs, fmt.Errorf("removing the container: %w", err))
 		}
 		cancel()
+	}
+	if err := removeTokenDir(r.tokenDir); err != nil {
+		r.say("removing the token file failed: %v (remove %s by hand)", err, r.tokenDir)
+		errs = append(errs, fmt.Errorf("removing the token file: %w", err))
 	}
 	if r.session != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)

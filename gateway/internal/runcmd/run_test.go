@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +99,7 @@ type harness struct {
 	msg    *syncBuffer
 	intr   chan struct{}
 	done   chan error
+	tmp    string // Deps.TempDir: the token files
 }
 
 func opts(t *testing.T, args ...string) Options {
@@ -113,7 +116,7 @@ func opts(t *testing.T, args ...string) Options {
 func start(t *testing.T, o Options, prep func(*fakeDocker, *fakeOps)) *harness {
 	t.Helper()
 	h := &harness{t: t, docker: newFakeDocker(), ops: newFakeOps(), out: &syncBuffer{}, msg: &syncBuffer{},
-		intr: make(chan struct{}, 2), done: make(chan error, 1)}
+		intr: make(chan struct{}, 2), done: make(chan error, 1), tmp: t.TempDir()}
 	if prep != nil {
 		prep(h.docker, h.ops)
 	}
@@ -122,7 +125,7 @@ func start(t *testing.T, o Options, prep func(*fakeDocker, *fakeOps)) *harness {
 	t.Cleanup(func() { _ = pw.Close() })
 	go func() {
 		h.done <- Run(context.Background(), o, Deps{Docker: h.docker, Ops: h.ops, Verifier: fakeVerifier{},
-			Stdin: pr, Stdout: h.out, Stderr: h.msg, Interrupts: h.intr})
+			Stdin: pr, Stdout: h.out, Stderr: h.msg, Interrupts: h.intr, TempDir: h.tmp})
 	}()
 	return h
 }
@@ -156,9 +159,12 @@ func (h *harness) running() string {
 	return id
 }
 
-// assertNothingLeft: no container, every session revoked.
+// assertNothingLeft: no container, every session revoked, no token file.
 func (h *harness) assertNothingLeft() {
 	h.t.Helper()
+	if left, err := os.ReadDir(h.tmp); err != nil || len(left) != 0 {
+		h.t.Errorf("token files left: %v %v", left, err)
+	}
 	if n := h.docker.count(); n != 0 {
 		h.t.Errorf("%d containers left", n)
 	}
@@ -217,16 +223,25 @@ func TestRunToCompletion(t *testing.T) {
 	}
 	h.assertNothingLeft()
 	sess := h.ops.newest()
-	// The container got the session's token and nothing else of ours.
+	// The container got the session's token, as a file, and nothing else
+	// of ours.
 	envs := strings.Join(c.spec.Env, "\n")
-	for _, want := range []string{"IRONCURTAIN_AGENT_TOKEN=icsess_secret" + sess, "HTTPS_PROXY=http://agent:icsess_secret" + sess + "@gateway:3128",
+	for _, want := range []string{"IRONCURTAIN_AGENT_TOKEN_FILE=" + TokenPath, "HTTPS_PROXY=http://gateway:3128",
 		"IRONCURTAIN_MCP_URL=http://gateway:8080/mcp", "IRONCURTAIN_MODEL=" + DefaultModel} {
 		if !strings.Contains(envs, want) {
 			t.Errorf("env lacks %q:\n%s", want, envs)
 		}
 	}
-	if strings.Contains(envs, "op-token") {
-		t.Errorf("the operator token reached the container")
+	for _, secret := range []string{"icsess_secret", "op-token"} {
+		if strings.Contains(envs, secret) || strings.Contains(fmt.Sprint(c.spec.Labels, c.spec.Cmd), secret) {
+			t.Errorf("%s reached the container's configuration", secret)
+		}
+	}
+	if c.token != "icsess_secret"+sess+"\n" || c.tokenMode != 0o644 || c.tokenDirMode != 0o700|fs.ModeDir {
+		t.Errorf("token file %q (mode %v in a directory of mode %v)", c.token, c.tokenMode, c.tokenDirMode)
+	}
+	if c.spec.Labels[LabelTokenDir] != filepath.Dir(c.spec.TokenFile) {
+		t.Errorf("labels %v, token file %s", c.spec.Labels, c.spec.TokenFile)
 	}
 	if c.spec.Network != DefaultNetwork || c.spec.Cmd[0] != "run" || c.spec.Cmd[1] != "write a note" || c.spec.Workspace != "" {
 		t.Errorf("spec: %+v", c.spec)
@@ -621,4 +636,55 @@ func FuzzAgentLines(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEscalationStreamed: with the event stream up, an escalation and a
+// decision made elsewhere reach the terminal at once, not at the next poll
+// (the poll interval here is an hour).
+func TestEscalationStreamed(t *testing.T) {
+	o := opts(t, "x")
+	o.Poll = time.Hour
+	h := start(t, o, nil)
+	id := h.running()
+	h.until("the stream", func() bool { return h.ops.streaming() == 1 })
+	began := time.Now()
+	h.ops.escalate("esc_1")
+	h.until("the prompt", func() bool { return strings.Contains(h.msg.String(), "escalation esc_1 waits") })
+	if d := time.Since(began); d > 100*time.Millisecond {
+		t.Errorf("the escalation was shown after %s, want ≤ 100ms", d)
+	}
+	h.ops.decideElsewhere("esc_1", "approved", "alice", "")
+	h.until("the news", func() bool { return strings.Contains(h.msg.String(), "esc_1 approved by alice (elsewhere)") })
+	h.docker.exit(id, 0)
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	h.assertNothingLeft()
+	if n := h.ops.streaming(); n != 0 {
+		t.Errorf("%d event streams left open", n)
+	}
+}
+
+// TestEscalationStreamBrokenFallsBack: when the stream breaks (and cannot
+// be opened again) the run polls; when it comes back the run uses it.
+func TestEscalationStreamBrokenFallsBack(t *testing.T) {
+	o := opts(t, "x")
+	o.Poll, o.Reconnect = 20*time.Millisecond, 50*time.Millisecond
+	h := start(t, o, nil)
+	id := h.running()
+	h.until("the stream", func() bool { return h.ops.streaming() == 1 })
+	h.ops.breakStreams(errors.New("stream refused"))
+	h.ops.escalate("esc_1")
+	h.until("the prompt by polling", func() bool { return strings.Contains(h.msg.String(), "escalation esc_1 waits") })
+	h.ops.mu.Lock()
+	h.ops.watchErr = nil
+	h.ops.mu.Unlock()
+	h.until("the stream again", func() bool { return h.ops.streaming() == 1 })
+	h.ops.decideElsewhere("esc_1", "denied", "bob", "no")
+	h.until("the news", func() bool { return strings.Contains(h.msg.String(), "esc_1 denied by bob (elsewhere): no") })
+	h.docker.exit(id, 0)
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
+	}
+	h.assertNothingLeft()
 }

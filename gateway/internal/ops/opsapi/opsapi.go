@@ -1,6 +1,7 @@
 // Package opsapi is the operator API served on the ops port (never on the
 // agent port): list, show, approve and deny escalations, query the audit
-// trail and session summaries, Prometheus /metrics, and /healthz and
+// trail and session summaries, follow escalation changes as server-sent
+// events, Prometheus /metrics, and /healthz and
 // /readyz. Every route but the two probes requires an operator token
 // (Authorization: Bearer), compared in constant time. Errors are JSON with
 // a stable code and a message: {"error":{"code":"not_found","message":"..."}}.
@@ -74,6 +75,9 @@ type Deps struct {
 	// write (audit.PGSink.WriteFailure): /readyz answers 503 with it, since
 	// calls are refused while it lasts.
 	WriteHealth func() error
+	// Watch, when set, signals escalation changes (escalation.PG.Watch):
+	// GET /v1/escalations/events streams them (nil: that route answers 404).
+	Watch func() (<-chan struct{}, func())
 }
 
 // Error codes (stable: clients may switch on them).
@@ -98,11 +102,13 @@ type api struct {
 	// dbDown summarises requests answered 503 for the database: one log
 	// line when it starts, then one per interval, one when it ends.
 	dbDown *audit.FailureSummary
+	// streams bounds the open event streams (MaxEventStreams).
+	streams chan struct{}
 }
 
 // New returns the ops API handler.
 func New(d Deps) http.Handler {
-	a := &api{deps: d, log: d.Logger}
+	a := &api{deps: d, log: d.Logger, streams: make(chan struct{}, MaxEventStreams)}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -136,6 +142,10 @@ func New(d Deps) http.Handler {
 		r.Handle("/ui/*", d.UI)
 	}
 	r.With(a.authenticateMetrics).Method(http.MethodGet, "/metrics", promhttp.HandlerFor(a.deps.Gatherer, promhttp.HandlerOpts{}))
+	if d.Watch != nil {
+		// A long stream: no database deadline (it reads no rows).
+		r.With(a.authenticate).Get("/v1/escalations/events", a.escalationEvents)
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(a.authenticate)
 		r.Use(dbDeadline)
