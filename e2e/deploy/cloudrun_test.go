@@ -167,31 +167,8 @@ func TestCloudRunAgentPointsAtTheGateway(t *testing.T) {
 		env[e.Name] = e.Value
 	}
 	agentAPI, egress, _ := loadListeners(t, cloudRunGateway)
-	tests := []struct {
-		key, path string
-		port      int
-	}{
-		{key: "IRONCURTAIN_MCP_URL", path: "/mcp", port: agentAPI.Port},
-		{key: "IRONCURTAIN_MODEL_BASE_URL", path: "/llm", port: agentAPI.Port},
-		{key: "HTTPS_PROXY", port: egress.Port},
-		{key: "HTTP_PROXY", port: egress.Port},
-	}
-	for _, tt := range tests {
-		t.Run(tt.key, func(t *testing.T) {
-			v, ok := env[tt.key]
-			if !ok {
-				t.Fatalf("the agent has no %s", tt.key)
-			}
-			hp, path := urlHostPort(t, tt.key, v)
-			// One network namespace per instance: the gateway is localhost.
-			if !isLoopback(hp.Host) || hp.Port != tt.port {
-				t.Errorf("%s = %q: want the gateway on localhost:%d", tt.key, v, tt.port)
-			}
-			if tt.path != "" && path != tt.path {
-				t.Errorf("%s path %q, want %q", tt.key, path, tt.path)
-			}
-		})
-	}
+	// One network namespace per instance: the gateway is localhost.
+	checkGatewayURLs(t, "the agent", env, agentGatewayURLs(agentAPI, egress), isLoopback, "the gateway on localhost")
 }
 
 func TestCloudRunStartOrder(t *testing.T) {

@@ -509,35 +509,52 @@ func TestComposeAgentShellHoldsNoSecrets(t *testing.T) {
 	}
 }
 
-func TestComposeAgentShellReachesTheGateway(t *testing.T) {
-	c := loadCompose(t)
-	env := c.Services["agent-shell"].environment(t)
-	agentAPI, egress, _ := loadListeners(t, composeGateway)
-	tests := []struct {
-		key, path string
-		port      int
-	}{
-		{key: "IRONCURTAIN_GATEWAY_URL", path: "", port: agentAPI.Port},
+// gatewayURL is an environment variable that must point at the gateway: at
+// port, and at path unless it is empty.
+type gatewayURL struct {
+	key, path string
+	port      int
+}
+
+// agentGatewayURLs are the variables that point an agent at the gateway's
+// agent API (MCP and model relay) and egress proxy.
+func agentGatewayURLs(agentAPI, egress hostPort) []gatewayURL {
+	return []gatewayURL{
 		{key: "IRONCURTAIN_MCP_URL", path: "/mcp", port: agentAPI.Port},
 		{key: "IRONCURTAIN_MODEL_BASE_URL", path: "/llm", port: agentAPI.Port},
 		{key: "HTTPS_PROXY", port: egress.Port},
 		{key: "HTTP_PROXY", port: egress.Port},
 	}
-	for _, tt := range tests {
+}
+
+// checkGatewayURLs checks, in a subtest each, that env (who's environment)
+// sets every one of urls to a host isGateway accepts ("want" describes it in
+// the errors), at the expected port and path.
+func checkGatewayURLs(t *testing.T, who string, env map[string]string, urls []gatewayURL, isGateway func(host string) bool, want string) {
+	t.Helper()
+	for _, tt := range urls {
 		t.Run(tt.key, func(t *testing.T) {
 			v, ok := env[tt.key]
 			if !ok {
-				t.Fatalf("the agent shell has no %s", tt.key)
+				t.Fatalf("%s has no %s", who, tt.key)
 			}
 			hp, path := urlHostPort(t, tt.key, v)
-			if hp.Host != "gateway" || hp.Port != tt.port {
-				t.Errorf("%s = %q: want gateway:%d", tt.key, v, tt.port)
+			if !isGateway(hp.Host) || hp.Port != tt.port {
+				t.Errorf("%s = %q: want %s:%d", tt.key, v, want, tt.port)
 			}
 			if tt.path != "" && path != tt.path {
 				t.Errorf("%s path %q, want %q", tt.key, path, tt.path)
 			}
 		})
 	}
+}
+
+func TestComposeAgentShellReachesTheGateway(t *testing.T) {
+	c := loadCompose(t)
+	env := c.Services["agent-shell"].environment(t)
+	agentAPI, egress, _ := loadListeners(t, composeGateway)
+	tests := append([]gatewayURL{{key: "IRONCURTAIN_GATEWAY_URL", path: "", port: agentAPI.Port}}, agentGatewayURLs(agentAPI, egress)...)
+	checkGatewayURLs(t, "the agent shell", env, tests, func(host string) bool { return host == "gateway" }, "gateway")
 	// The gateway is reached directly, never through the proxy.
 	if np := env["NO_PROXY"]; !contains(strings.Split(np, ","), "gateway") {
 		t.Errorf("agent-shell NO_PROXY %q does not name gateway", np)
@@ -550,30 +567,7 @@ func TestComposeAgentReachesTheGateway(t *testing.T) {
 	agentAPI, egress, _ := loadListeners(t, composeGateway)
 	// "gateway" is the gateway's service name, which resolves on agent_net
 	// (the agent's only network) to the address the listeners are bound to.
-	tests := []struct {
-		key, path string
-		port      int
-	}{
-		{key: "IRONCURTAIN_MCP_URL", path: "/mcp", port: agentAPI.Port},
-		{key: "IRONCURTAIN_MODEL_BASE_URL", path: "/llm", port: agentAPI.Port},
-		{key: "HTTPS_PROXY", port: egress.Port},
-		{key: "HTTP_PROXY", port: egress.Port},
-	}
-	for _, tt := range tests {
-		t.Run(tt.key, func(t *testing.T) {
-			v, ok := env[tt.key]
-			if !ok {
-				t.Fatalf("the agent has no %s", tt.key)
-			}
-			hp, path := urlHostPort(t, tt.key, v)
-			if hp.Host != "gateway" || hp.Port != tt.port {
-				t.Errorf("%s = %q: want gateway:%d", tt.key, v, tt.port)
-			}
-			if tt.path != "" && path != tt.path {
-				t.Errorf("%s path %q, want %q", tt.key, path, tt.path)
-			}
-		})
-	}
+	checkGatewayURLs(t, "the agent", env, agentGatewayURLs(agentAPI, egress), func(host string) bool { return host == "gateway" }, "gateway")
 }
 
 func TestComposeAppImagesAreNeverPulled(t *testing.T) {

@@ -18,11 +18,7 @@ import (
 func TestWriteFailureNamesCondition(t *testing.T) {
 	db := pgtest.New(t, pgtest.Migrated())
 	ctx := pgCtx(t)
-	sink, err := NewPG(db.Pool, Options{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	sink, _ := newTestSink(t, db, Options{})
 	dec := func(id string) *ToolCallDecision {
 		return &ToolCallDecision{CallID: id, SessionID: "h", Server: "git", Tool: "status", Args: json.RawMessage(`{}`), Decision: "allow"}
 	}
@@ -47,7 +43,7 @@ func TestWriteFailureNamesCondition(t *testing.T) {
 	if sink.WriteFailure(0) != nil {
 		t.Fatal("WriteFailure ignores its window")
 	}
-	err = sink.Record(ctx, dec("ro-2")) // the gate is down: refused without a connection
+	err := sink.Record(ctx, dec("ro-2")) // the gate is down: refused without a connection
 	if !errors.Is(err, ErrDatabaseDown) || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("refused while down: %v, want ErrDatabaseDown naming read-only", err)
 	}

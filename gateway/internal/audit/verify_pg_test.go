@@ -67,11 +67,7 @@ func TestBoundedArgsOnPostgres(t *testing.T) {
 	oldForged := `{"content":{"$truncated":{"bytes":1,"sha256":"00","head":"x"}},"path":"/workspace/f"}`
 	old := insertOldDecisions(t, db.Pool, "s", []string{oldBig, oldForged})
 
-	sink, err := NewPG(db.Pool, Options{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	sink, _ := newTestSink(t, db, Options{})
 	if err := sink.Record(ctx, &ToolCallDecision{CallID: "new-big", SessionID: "s", Server: "filesystem", Tool: "write_file",
 		Args: json.RawMessage(`{"path":"/workspace/big","content":"` + big + `"}`), Decision: "allow"}); err != nil {
 		t.Fatal(err)
@@ -151,11 +147,7 @@ func TestBoundedArgsOnPostgres(t *testing.T) {
 func TestVerifyGaps(t *testing.T) {
 	db := pgtest.New(t, pgtest.Migrated())
 	ctx := pgCtx(t)
-	sink, err := NewPG(db.Pool, Options{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	sink, _ := newTestSink(t, db, Options{})
 	dec := func(id, decision, esc string) *ToolCallDecision {
 		return &ToolCallDecision{CallID: id, SessionID: "g", Server: "git", Tool: "push", Args: json.RawMessage(`{}`),
 			Decision: decision, EscalationID: esc}

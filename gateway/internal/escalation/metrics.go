@@ -1,9 +1,9 @@
 package escalation
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"ironcurtain.dev/gateway/internal/promkit"
 )
 
 type metrics struct {
@@ -22,59 +22,20 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		opened: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_escalations_opened_total",
-			Help: "Escalations opened (waiting for a human), by kind.",
-		}, []string{"kind"}),
-		decided: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_escalations_decided_total",
-			Help: "Escalation decisions by status and by whom: operator, timeout, similar (approve-similar entry) or auto (the auto-approver).",
-		}, []string{"status", "by"}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ironcurtain_escalations_pending",
-			Help: "Escalations waiting for a human (escalation queue depth), refreshed by the expiry sweep.",
-		}),
-		waitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ironcurtain_escalation_decision_seconds",
-			Help:    "Time from opening an escalation to its decision, as seen by the waiting call.",
-			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
-		}),
-		webhookSent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ironcurtain_escalation_webhook_sent_total",
-			Help: "Escalation announcements delivered to the webhook.",
-		}),
-		webhookFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_escalation_webhook_failures_total",
-			Help: "Escalation announcements that failed, by reason: network, status, queue_full, encode, request.",
-		}, []string{"reason"}),
-		listenerReconnects: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ironcurtain_escalation_listener_reconnects_total",
-			Help: "Times the LISTEN connection for escalation decisions was re-established.",
-		}),
-		reused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_escalations_reused_total",
-			Help: "Identical retries that attached to an earlier call's escalation instead of opening one, by its status then: pending (waits on it) or approved (runs on it).",
-		}, []string{"status"}),
-		approvalRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_escalation_approvals_refused_total",
-			Help: "Calls refused an approval, by reason: used (it already ran another call) or stale (decided otherwise, or too old, before the call could use it).",
-		}, []string{"reason"}),
-		readRetries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ironcurtain_escalation_db_retries_total",
-			Help: "Reads and updates of waiting escalations retried because the database was unreachable (jittered back-off until the escalation's deadline).",
-		}),
-		gaveUp: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ironcurtain_escalation_db_unavailable_total",
-			Help: "Waiting calls refused because the database was still unreachable at the escalation's deadline.",
-		}),
+		opened:             promkit.CounterVec("ironcurtain_escalations_opened_total", "Escalations opened (waiting for a human), by kind.", "kind"),
+		decided:            promkit.CounterVec("ironcurtain_escalations_decided_total", "Escalation decisions by status and by whom: operator, timeout, similar (approve-similar entry) or auto (the auto-approver).", "status", "by"),
+		pending:            promkit.Gauge("ironcurtain_escalations_pending", "Escalations waiting for a human (escalation queue depth), refreshed by the expiry sweep."),
+		waitSeconds:        promkit.Histogram("ironcurtain_escalation_decision_seconds", "Time from opening an escalation to its decision, as seen by the waiting call.", prometheus.ExponentialBuckets(0.05, 2, 14)),
+		webhookSent:        promkit.Counter("ironcurtain_escalation_webhook_sent_total", "Escalation announcements delivered to the webhook."),
+		webhookFailures:    promkit.CounterVec("ironcurtain_escalation_webhook_failures_total", "Escalation announcements that failed, by reason: network, status, queue_full, encode, request.", "reason"),
+		listenerReconnects: promkit.Counter("ironcurtain_escalation_listener_reconnects_total", "Times the LISTEN connection for escalation decisions was re-established."),
+		reused:             promkit.CounterVec("ironcurtain_escalations_reused_total", "Identical retries that attached to an earlier call's escalation instead of opening one, by its status then: pending (waits on it) or approved (runs on it).", "status"),
+		approvalRefused:    promkit.CounterVec("ironcurtain_escalation_approvals_refused_total", "Calls refused an approval, by reason: used (it already ran another call) or stale (decided otherwise, or too old, before the call could use it).", "reason"),
+		readRetries:        promkit.Counter("ironcurtain_escalation_db_retries_total", "Reads and updates of waiting escalations retried because the database was unreachable (jittered back-off until the escalation's deadline)."),
+		gaveUp:             promkit.Counter("ironcurtain_escalation_db_unavailable_total", "Waiting calls refused because the database was still unreachable at the escalation's deadline."),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.opened, m.decided, m.pending, m.waitSeconds, m.webhookSent, m.webhookFailures, m.listenerReconnects, m.reused, m.approvalRefused, m.readRetries, m.gaveUp} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("registering escalation metrics: %w", err)
-		}
+	if err := promkit.Register(reg, "escalation", "", m.opened, m.decided, m.pending, m.waitSeconds, m.webhookSent, m.webhookFailures, m.listenerReconnects, m.reused, m.approvalRefused, m.readRetries, m.gaveUp); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -36,6 +36,23 @@ func decideEventually(t *testing.T, p *PG, ctx context.Context, id string) {
 	}
 }
 
+// approveAndResume approves id as decideEventually does and waits for the
+// call waiting on it (done) to resume approved; it returns the call's result.
+func approveAndResume(t *testing.T, p *PG, ctx context.Context, id string, done <-chan outcome) Result {
+	t.Helper()
+	decideEventually(t, p, ctx, id)
+	select {
+	case o := <-done:
+		if o.err != nil || !o.res.Approved {
+			t.Fatalf("outcome = %+v, %v; want approved", o.res, o.err)
+		}
+		return o.res
+	case <-time.After(60 * time.Second):
+		t.Fatal("the waiter did not resume after the approval")
+	}
+	return Result{}
+}
+
 // stopFor kills the shared Postgres server, keeps it down for d, and starts
 // it again. It registers a cleanup that starts the server should the test
 // fail in between, so later tests get a database.
@@ -98,14 +115,8 @@ func TestWaiterSurvivesDatabaseOutage(t *testing.T) {
 				t.Fatalf("the waiter gave up when the database came back: %+v", o)
 			case <-time.After(500 * time.Millisecond):
 			}
-			decideEventually(t, p, ctx, id)
-			select {
-			case o := <-done:
-				if o.err != nil || !o.res.Approved || o.res.Status != StatusApproved || o.res.ID != id {
-					t.Fatalf("outcome = %+v, %v; want approved", o.res, o.err)
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatal("the waiter did not resume after the approval")
+			if res := approveAndResume(t, p, ctx, id, done); res.Status != StatusApproved || res.ID != id {
+				t.Fatalf("outcome = %+v; want approved", res)
 			}
 			e, err := p.Get(ctx, id)
 			if err != nil {
@@ -143,15 +154,7 @@ WHERE datname = $1 AND pid <> pg_backend_pid()`, db.Name); err != nil {
 		default:
 		}
 	}
-	decideEventually(t, p, ctx, id)
-	select {
-	case o := <-done:
-		if o.err != nil || !o.res.Approved {
-			t.Fatalf("outcome = %+v, %v; want approved", o.res, o.err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the waiter did not resume after the approval")
-	}
+	approveAndResume(t, p, ctx, id, done)
 }
 
 // TestWaiterRefusedWhenDatabaseOutlastsDeadline: the database stays down
@@ -248,15 +251,7 @@ func TestWaiterSurvivesPausedDatabase(t *testing.T) {
 		case <-time.After(attemptTimeout + time.Second):
 		}
 	})
-	decideEventually(t, p, ctx, id)
-	select {
-	case o := <-done:
-		if o.err != nil || !o.res.Approved {
-			t.Fatalf("outcome = %+v, %v; want approved", o.res, o.err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the waiter did not resume after the approval")
-	}
+	approveAndResume(t, p, ctx, id, done)
 }
 
 // TestWaiterRefusedAtDeadlineWhilePaused: the database stays frozen past

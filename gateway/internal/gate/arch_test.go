@@ -54,12 +54,13 @@ var doorImporters = []string{modulePath + "/cmd", modulePath + "/internal/cli"}
 var aboveGate = []string{modulePath + "/internal/doors", modulePath + "/internal/ops", modulePath + "/internal/cli", modulePath + "/cmd"}
 
 // leafTrees are the packages at the bottom: the pure policy, the public
-// configuration and the small libraries, and the Guard every door and
-// server dials through.
+// configuration and the small libraries (build info and the CLI glue among
+// them), and the Guard every door and server dials through.
 var leafTrees = []string{
 	modulePath + "/policy", modulePath + "/config", modulePath + "/catalog",
 	modulePath + "/netpolicy", modulePath + "/secretscan", modulePath + "/strictjson",
 	modulePath + "/gitref", modulePath + "/gitexec", modulePath + "/gitremote",
+	modulePath + "/buildinfo", modulePath + "/clikit",
 	modulePath + "/internal/netguard",
 }
 

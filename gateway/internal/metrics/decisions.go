@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +9,8 @@ import (
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/netpolicy"
 	"ironcurtain.dev/gateway/policy"
+
+	"ironcurtain.dev/gateway/internal/promkit"
 )
 
 // Label values of Decisions for what is not named one by one.
@@ -50,24 +51,13 @@ type Decisions struct {
 // registered). allowedHosts are the egress allowlist's patterns.
 func NewDecisions(reg prometheus.Registerer, allowedHosts []netpolicy.Pattern) (*Decisions, error) {
 	d := &Decisions{
-		rules: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_decisions_by_rule_total",
-			Help: "Decisions recorded, by door (tool: a tool call of any door; egress: the egress proxy and fetch), decision (allow, deny, escalate) and the rule or check that made it (\"other\" past 256 rules).",
-		}, []string{"door", "decision", "rule"}),
-		domains: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_egress_by_domain_total",
-			Help: "Egress decisions recorded (proxy and fetch), by decision and by the egress.allowed_hosts entry the host matches (\"other\" when none does).",
-		}, []string{"decision", "domain"}),
+		rules:   promkit.CounterVec("ironcurtain_decisions_by_rule_total", "Decisions recorded, by door (tool: a tool call of any door; egress: the egress proxy and fetch), decision (allow, deny, escalate) and the rule or check that made it (\"other\" past 256 rules).", "door", "decision", "rule"),
+		domains: promkit.CounterVec("ironcurtain_egress_by_domain_total", "Egress decisions recorded (proxy and fetch), by decision and by the egress.allowed_hosts entry the host matches (\"other\" when none does).", "decision", "domain"),
 		allowed: allowedHosts,
 		seen:    map[string]bool{},
 	}
-	if reg == nil {
-		return d, nil
-	}
-	for _, c := range []prometheus.Collector{d.rules, d.domains} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("registering decision metrics: %w", err)
-		}
+	if err := promkit.Register(reg, "decision", "", d.rules, d.domains); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

@@ -1,11 +1,11 @@
 package metrics
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"ironcurtain.dev/gateway/internal/loopguard"
+
+	"ironcurtain.dev/gateway/internal/promkit"
 )
 
 // LoopBreaker records what the per-session loop breaker does
@@ -20,18 +20,9 @@ type LoopBreaker struct {
 // (nil: unregistered).
 func NewLoopBreaker(reg prometheus.Registerer) (*LoopBreaker, error) {
 	m := &LoopBreaker{
-		trips: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_loop_breaker_trips_total",
-			Help: "Sessions paused behind an escalation because they crossed a limit (rate, identical, denials).",
-		}, []string{"limit"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_loop_breaker_refused_calls_total",
-			Help: "Calls refused because their session was paused (waiting for an operator), cooling down (an operator denied the pause), or its shared state could not be read (unavailable).",
-		}, []string{"state"}),
-		resolved: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_loop_breaker_resolved_total",
-			Help: "Pauses ended, by result (approved: the session goes on; denied: its calls are refused for the cooldown).",
-		}, []string{"result"}),
+		trips:    promkit.CounterVec("ironcurtain_loop_breaker_trips_total", "Sessions paused behind an escalation because they crossed a limit (rate, identical, denials).", "limit"),
+		refused:  promkit.CounterVec("ironcurtain_loop_breaker_refused_calls_total", "Calls refused because their session was paused (waiting for an operator), cooling down (an operator denied the pause), or its shared state could not be read (unavailable).", "state"),
+		resolved: promkit.CounterVec("ironcurtain_loop_breaker_resolved_total", "Pauses ended, by result (approved: the session goes on; denied: its calls are refused for the cooldown).", "result"),
 	}
 	// Every label value is exported at 0 from the start, so the first trip
 	// is an increase an alert can see.
@@ -44,13 +35,8 @@ func NewLoopBreaker(reg prometheus.Registerer) (*LoopBreaker, error) {
 	for _, r := range []string{"approved", "denied"} {
 		m.resolved.WithLabelValues(r)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.trips, m.refused, m.resolved} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("registering loop-breaker metrics: %w", err)
-		}
+	if err := promkit.Register(reg, "loop-breaker", "", m.trips, m.refused, m.resolved); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

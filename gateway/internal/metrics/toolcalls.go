@@ -1,11 +1,11 @@
 package metrics
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"ironcurtain.dev/gateway/internal/promkit"
 )
 
 // Label values used when the server or tool of a call is not one the hub
@@ -36,51 +36,17 @@ type ToolCalls struct {
 // creates unregistered metrics (useful in tests and benchmarks).
 func NewToolCalls(reg prometheus.Registerer) (*ToolCalls, error) {
 	m := &ToolCalls{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_tool_calls_total",
-			Help: "Tool calls by server, tool and policy decision (allow, deny, escalate).",
-		}, []string{"server", "tool", "decision"}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_tool_call_outcomes_total",
-			Help: "Finished tool calls by server, tool and outcome (ok, error, denied, refused, timed_out).",
-		}, []string{"server", "tool", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ironcurtain_tool_call_duration_seconds",
-			Help:    "Time the gateway spent on a tool call (policy, audit, forwarding), excluding time waiting for a human.",
-			Buckets: DurationBuckets,
-		}, []string{"server", "tool"}),
-		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_mcp_auth_failures_total",
-			Help: "Requests to the MCP endpoint refused for a missing or unknown agent token, or a foreign MCP session.",
-		}, []string{"reason"}),
-		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_external_server_restarts_total",
-			Help: "Restarts of external stdio MCP servers after they exited.",
-		}, []string{"server"}),
-		pins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_tool_pin_mismatches_total",
-			Help: "External tools hidden because their definition differs from its pin, by what changed (name, description, schema, unpinned, removed, …).",
-		}, []string{"server", "tool", "change"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_mcp_refused_requests_total",
-			Help: "Requests to the MCP endpoint refused before mcp-go read them, by reason (bad_json, shape, unknown_name, bad_params, batch, busy, sessions_full).",
-		}, []string{"reason"}),
-		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ironcurtain_mcp_sessions",
-			Help: "Open MCP sessions (initialized, not yet closed or expired).",
-		}),
+		calls:        promkit.CounterVec("ironcurtain_tool_calls_total", "Tool calls by server, tool and policy decision (allow, deny, escalate).", "server", "tool", "decision"),
+		outcomes:     promkit.CounterVec("ironcurtain_tool_call_outcomes_total", "Finished tool calls by server, tool and outcome (ok, error, denied, refused, timed_out).", "server", "tool", "outcome"),
+		duration:     promkit.HistogramVec("ironcurtain_tool_call_duration_seconds", "Time the gateway spent on a tool call (policy, audit, forwarding), excluding time waiting for a human.", DurationBuckets, "server", "tool"),
+		authFailures: promkit.CounterVec("ironcurtain_mcp_auth_failures_total", "Requests to the MCP endpoint refused for a missing or unknown agent token, or a foreign MCP session.", "reason"),
+		restarts:     promkit.CounterVec("ironcurtain_external_server_restarts_total", "Restarts of external stdio MCP servers after they exited.", "server"),
+		pins:         promkit.CounterVec("ironcurtain_tool_pin_mismatches_total", "External tools hidden because their definition differs from its pin, by what changed (name, description, schema, unpinned, removed, …).", "server", "tool", "change"),
+		refused:      promkit.CounterVec("ironcurtain_mcp_refused_requests_total", "Requests to the MCP endpoint refused before mcp-go read them, by reason (bad_json, shape, unknown_name, bad_params, batch, busy, sessions_full).", "reason"),
+		sessions:     promkit.Gauge("ironcurtain_mcp_sessions", "Open MCP sessions (initialized, not yet closed or expired)."),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.calls, m.outcomes, m.duration, m.authFailures, m.restarts, m.pins, m.refused, m.sessions} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("registering tool-call metrics: %w (create them once per registry)", err)
-			}
-			return nil, fmt.Errorf("registering tool-call metrics: %w", err)
-		}
+	if err := promkit.Register(reg, "tool-call", "create them once per registry", m.calls, m.outcomes, m.duration, m.authFailures, m.restarts, m.pins, m.refused, m.sessions); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

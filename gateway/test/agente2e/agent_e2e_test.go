@@ -131,15 +131,22 @@ func startGateway(t *testing.T, approve map[string]bool) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.url = serveHub(t, hub)
+	return w
+}
+
+// serveHub serves hub's MCP endpoint until the test ends, shutting the hub
+// down then, and returns the endpoint's URL.
+func serveHub(tb testing.TB, hub *mcphub.Hub) string {
+	tb.Helper()
 	srv := httptest.NewServer(hub.Handler())
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hub.Shutdown(ctx)
 		srv.Close()
 	})
-	w.url = srv.URL + "/mcp"
-	return w
+	return srv.URL + "/mcp"
 }
 
 // basePolicy copies the shipped base policy into a temporary directory with

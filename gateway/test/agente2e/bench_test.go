@@ -3,7 +3,6 @@ package agente2e
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,14 +75,7 @@ func startReadGateway(b *testing.B) *world {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(hub.Handler())
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hub.Shutdown(ctx)
-		srv.Close()
-	})
-	w.url = srv.URL + "/mcp"
+	w.url = serveHub(b, hub)
 	return w
 }
 

@@ -2,7 +2,6 @@ package agente2e
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,14 +91,7 @@ func TestAgentLoopIsPaused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := httptest.NewServer(hub.Handler())
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = hub.Shutdown(ctx)
-				srv.Close()
-			})
-			w.url = srv.URL + "/mcp"
+			w.url = serveHub(t, hub)
 			client, _, _ := w.connect(t)
 			tools, err := client.Tools(context.Background())
 			if err != nil {

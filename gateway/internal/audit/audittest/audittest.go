@@ -14,16 +14,28 @@ import (
 type Sink struct {
 	mu     sync.Mutex
 	events []audit.Event
+	fail   error
 }
 
 var _ audit.Sink = (*Sink)(nil)
 
-// Record keeps e; it never fails.
+// Record keeps e; it fails (keeping nothing) only while FailWith set an error.
 func (s *Sink) Record(_ context.Context, e audit.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
 	s.events = append(s.events, e)
 	return nil
+}
+
+// FailWith makes every later Record return err, as a store that is down
+// does; nil makes Record keep events again.
+func (s *Sink) FailWith(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = err
 }
 
 // Events returns a copy of the recorded events, in order.

@@ -446,14 +446,21 @@ func TestProxyMetrics(t *testing.T) {
 	}
 }
 
-func TestProxyDuplicateProxyAuthorization(t *testing.T) {
-	port := echoUpstream(t)
-	tp := startProxy(t, port, withConfig(noSNI))
+// dialProxy opens a TCP connection to the proxy, closed when the test ends.
+func dialProxy(t *testing.T, tp *testProxy) net.Conn {
+	t.Helper()
 	c, err := net.Dial("tcp", tp.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestProxyDuplicateProxyAuthorization(t *testing.T) {
+	port := echoUpstream(t)
+	tp := startProxy(t, port, withConfig(noSNI))
+	c := dialProxy(t, tp)
 	target := hostPort("example.com", port)
 	resp := rawRoundTrip(t, c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\nProxy-Authorization: "+basicAuth("bogus-token-bogus-token")+
 		"\r\nProxy-Authorization: "+basicAuth(tokenS1)+"\r\n\r\n", http.MethodConnect)
@@ -556,11 +563,7 @@ func TestProxyBusyTLSTunnelOutlivesIdleTimeout(t *testing.T) {
 func TestProxyEarlyClientBytes(t *testing.T) {
 	port := echoUpstream(t)
 	tp := startProxy(t, port, withConfig(noSNI))
-	c, err := net.Dial("tcp", tp.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialProxy(t, tp)
 	target := hostPort("example.com", port)
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\nProxy-Authorization: "+basicAuth(tokenS1)+"\r\n\r\nearly-bytes"); err != nil {

@@ -1,12 +1,11 @@
 package egress
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"ironcurtain.dev/gateway/secretscan"
+
+	"ironcurtain.dev/gateway/internal/promkit"
 )
 
 // dialBuckets are the buckets of the dial latency histogram, in seconds
@@ -28,52 +27,21 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_egress_requests_total",
-			Help: "Egress proxy requests and CONNECT tunnels by kind (connect, http) and final decision (allow, deny).",
-		}, []string{"kind", "decision"}),
-		active: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ironcurtain_egress_active_tunnels",
-			Help: "CONNECT tunnels and plain HTTP requests the egress proxy is relaying now.",
-		}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_egress_bytes_total",
-			Help: "Bytes relayed by the egress proxy, by direction (up: agent to internet, down: internet to agent).",
-		}, []string{"direction"}),
-		dial: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ironcurtain_egress_dial_duration_seconds",
-			Help:    "Time to resolve a checked host and connect to a checked address.",
-			Buckets: dialBuckets,
-		}),
-		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ironcurtain_egress_audit_failures_total",
-			Help: "Egress events the audit sink failed to store (new egress is refused until a write succeeds).",
-		}),
-		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ironcurtain_egress_auth_failures_total",
-			Help: "Proxy requests without a valid agent token (recorded as one audit row per source per minute).",
-		}),
-		secrets: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_egress_secret_findings_total",
-			Help: "Secrets found in what the egress proxy was asked to send (host names, plain-HTTP URLs, headers, bodies), by detector kind.",
-		}, []string{"kind"}),
+		requests:      promkit.CounterVec("ironcurtain_egress_requests_total", "Egress proxy requests and CONNECT tunnels by kind (connect, http) and final decision (allow, deny).", "kind", "decision"),
+		active:        promkit.Gauge("ironcurtain_egress_active_tunnels", "CONNECT tunnels and plain HTTP requests the egress proxy is relaying now."),
+		bytes:         promkit.CounterVec("ironcurtain_egress_bytes_total", "Bytes relayed by the egress proxy, by direction (up: agent to internet, down: internet to agent).", "direction"),
+		dial:          promkit.Histogram("ironcurtain_egress_dial_duration_seconds", "Time to resolve a checked host and connect to a checked address.", dialBuckets),
+		auditFailures: promkit.Counter("ironcurtain_egress_audit_failures_total", "Egress events the audit sink failed to store (new egress is refused until a write succeeds)."),
+		authFailures:  promkit.Counter("ironcurtain_egress_auth_failures_total", "Proxy requests without a valid agent token (recorded as one audit row per source per minute)."),
+		secrets:       promkit.CounterVec("ironcurtain_egress_secret_findings_total", "Secrets found in what the egress proxy was asked to send (host names, plain-HTTP URLs, headers, bodies), by detector kind.", "kind"),
 	}
 	// Every kind is exported at 0 from the start, so the first finding is an
 	// increase an alert can see.
 	for _, k := range append(secretscan.AllKinds(), KindUnscannedBody) {
 		m.secrets.WithLabelValues(string(k))
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.requests, m.active, m.bytes, m.dial, m.auditFailures, m.authFailures, m.secrets} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("registering egress metrics: %w (one proxy per registry)", err)
-			}
-			return nil, fmt.Errorf("registering egress metrics: %w", err)
-		}
+	if err := promkit.Register(reg, "egress", "one proxy per registry", m.requests, m.active, m.bytes, m.dial, m.auditFailures, m.authFailures, m.secrets); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -1,14 +1,14 @@
 package llmrelay
 
 import (
-	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"ironcurtain.dev/gateway/internal/llmprovider"
 	"ironcurtain.dev/gateway/secretscan"
+
+	"ironcurtain.dev/gateway/internal/promkit"
 )
 
 // latencyBuckets are the upstream latency buckets, in seconds: from a
@@ -35,56 +35,22 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_relay_requests_total",
-			Help: "Model relay requests by provider and the HTTP status returned to the agent.",
-		}, []string{"provider", "code"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_relay_refusals_total",
-			Help: "Model relay requests refused by the relay itself, by provider and reason (auth, path, method, budget, concurrency, no_key, body, audit, spend_store).",
-		}, []string{"provider", "reason"}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_relay_tokens_total",
-			Help: "Model tokens relayed, by provider, model (price-table key or unknown) and direction (input, output).",
-		}, []string{"provider", "model", "direction"}),
-		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_relay_cost_usd_total",
-			Help: "Estimated model cost in US dollars, by provider and model (price-table key).",
-		}, []string{"provider", "model"}),
-		unpriced: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_relay_unpriced_calls_total",
-			Help: "Metered model calls whose model has no price (cost recorded as 0), by provider.",
-		}, []string{"provider"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ironcurtain_relay_upstream_latency_seconds",
-			Help:    "Time from sending a request upstream to its response headers, by provider.",
-			Buckets: latencyBuckets,
-		}, []string{"provider"}),
-		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ironcurtain_relay_audit_failures_total",
-			Help: "Model calls the audit sink failed to store (new model calls are refused until a write succeeds).",
-		}),
-		secrets: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ironcurtain_relay_secret_findings_total",
-			Help: "Secrets found in model requests, by detector kind. Model requests are exempt from secret scanning's decision (prompts carry code): counted only.",
-		}, []string{"kind"}),
+		requests:      promkit.CounterVec("ironcurtain_relay_requests_total", "Model relay requests by provider and the HTTP status returned to the agent.", "provider", "code"),
+		refusals:      promkit.CounterVec("ironcurtain_relay_refusals_total", "Model relay requests refused by the relay itself, by provider and reason (auth, path, method, budget, concurrency, no_key, body, audit, spend_store).", "provider", "reason"),
+		tokens:        promkit.CounterVec("ironcurtain_relay_tokens_total", "Model tokens relayed, by provider, model (price-table key or unknown) and direction (input, output).", "provider", "model", "direction"),
+		cost:          promkit.CounterVec("ironcurtain_relay_cost_usd_total", "Estimated model cost in US dollars, by provider and model (price-table key).", "provider", "model"),
+		unpriced:      promkit.CounterVec("ironcurtain_relay_unpriced_calls_total", "Metered model calls whose model has no price (cost recorded as 0), by provider.", "provider"),
+		latency:       promkit.HistogramVec("ironcurtain_relay_upstream_latency_seconds", "Time from sending a request upstream to its response headers, by provider.", latencyBuckets, "provider"),
+		auditFailures: promkit.Counter("ironcurtain_relay_audit_failures_total", "Model calls the audit sink failed to store (new model calls are refused until a write succeeds)."),
+		secrets:       promkit.CounterVec("ironcurtain_relay_secret_findings_total", "Secrets found in model requests, by detector kind. Model requests are exempt from secret scanning's decision (prompts carry code): counted only.", "kind"),
 	}
 	// Every kind is exported at 0 from the start, so the first finding is an
 	// increase an alert can see.
 	for _, k := range secretscan.AllKinds() {
 		m.secrets.WithLabelValues(string(k))
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.tokens, m.cost, m.unpriced, m.latency, m.auditFailures, m.secrets} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("registering relay metrics: %w (one relay per registry)", err)
-			}
-			return nil, fmt.Errorf("registering relay metrics: %w", err)
-		}
+	if err := promkit.Register(reg, "relay", "one relay per registry", m.requests, m.refusals, m.tokens, m.cost, m.unpriced, m.latency, m.auditFailures, m.secrets); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -141,14 +141,7 @@ func TestStreamCutShort(t *testing.T) {
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler)
 	}
-	req, _ := http.NewRequest(http.MethodPost, tr.url+"/openai/chat/completions", strings.NewReader(openAIStreamBody))
-	req.Header.Set("Authorization", "Bearer "+tokenS1)
-	resp, err := tr.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	err := readStream(t, tr)
 	if err == nil {
 		t.Fatal("a stream cut short upstream looked complete to the agent")
 	}
@@ -159,6 +152,28 @@ func TestStreamCutShort(t *testing.T) {
 	if tokens, _ := tr.relay.Spent("s1"); tokens == 0 {
 		t.Fatal("an estimated call was not charged")
 	}
+}
+
+// postStream sends the OpenAI streaming request as session one.
+func postStream(t *testing.T, tr *testRelay) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, tr.url+"/openai/chat/completions", strings.NewReader(openAIStreamBody))
+	req.Header.Set("Authorization", "Bearer "+tokenS1)
+	resp, err := tr.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// readStream sends the OpenAI streaming request and reads the answer to
+// its end; it returns the error that ended the read (nil: a whole answer).
+func readStream(t *testing.T, tr *testRelay) error {
+	t.Helper()
+	resp := postStream(t, tr)
+	defer resp.Body.Close()
+	_, err := io.ReadAll(resp.Body)
+	return err
 }
 
 // TestStreamIdle: an upstream that stops sending mid-stream is cut after
@@ -177,14 +192,7 @@ func TestStreamIdle(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	req, _ := http.NewRequest(http.MethodPost, tr.url+"/openai/chat/completions", strings.NewReader(openAIStreamBody))
-	req.Header.Set("Authorization", "Bearer "+tokenS1)
-	resp, err := tr.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.ReadAll(resp.Body)
-	resp.Body.Close()
+	err := readStream(t, tr)
 	if err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("err %v after %s", err, time.Since(start))
 	}
@@ -211,12 +219,7 @@ func TestAgentGoesAway(t *testing.T) {
 			t.Error("the upstream call was not cancelled when the agent went away")
 		}
 	}
-	req, _ := http.NewRequest(http.MethodPost, tr.url+"/openai/chat/completions", strings.NewReader(openAIStreamBody))
-	req.Header.Set("Authorization", "Bearer "+tokenS1)
-	resp, err := tr.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := postStream(t, tr)
 	buf := make([]byte, 10)
 	if _, err := io.ReadFull(resp.Body, buf); err != nil {
 		t.Fatal(err)

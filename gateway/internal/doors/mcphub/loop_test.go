@@ -195,13 +195,7 @@ ironcurtain_loop_breaker_resolved_total{result="denied"} 1
 // TestLoopBreakerIdenticalCallsThroughADoor: identical calls through
 // another door (the git and GitHub doors use gate.Gate.Do) count too.
 func TestLoopBreakerIdenticalCallsThroughADoor(t *testing.T) {
-	f := newPipelineFixture(t, Config{}, true) // escalation.Deny: the pause is refused
-	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
-	g, err := loopguard.New(loopguard.Config{IdenticalCalls: 3}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.rebuild(t, func(d *Deps) { d.LoopGuard = g })
+	f := newLoopFixture(t, true, loopguard.Config{IdenticalCalls: 3}) // escalation.Deny: the pause is refused
 	sess := session.Session{ID: "s"}
 	ran := 0
 	for i := 0; i < 3; i++ {
@@ -229,17 +223,25 @@ func loopText(r servers.Result) string {
 	return b.String()
 }
 
-// TestLoopBreakerAuditDown: when the pause's record cannot be written, the
-// pausing call is refused like any call without its record, no escalation
-// is opened, and the session is not stopped for a pause nobody saw.
-func TestLoopBreakerAuditDown(t *testing.T) {
-	f := newPipelineFixture(t, Config{}, false)
+// newLoopFixture is a pipeline fixture (deny: escalations are refused) that
+// allows reads of /sandbox/a, with a loop breaker of cfg.
+func newLoopFixture(t *testing.T, deny bool, cfg loopguard.Config) *pipelineFixture {
+	t.Helper()
+	f := newPipelineFixture(t, Config{}, deny)
 	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
-	g, err := loopguard.New(loopguard.Config{IdenticalCalls: 2}, nil)
+	g, err := loopguard.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.rebuild(t, func(d *Deps) { d.LoopGuard = g })
+	return f
+}
+
+// TestLoopBreakerAuditDown: when the pause's record cannot be written, the
+// pausing call is refused like any call without its record, no escalation
+// is opened, and the session is not stopped for a pause nobody saw.
+func TestLoopBreakerAuditDown(t *testing.T) {
+	f := newLoopFixture(t, false, loopguard.Config{IdenticalCalls: 2})
 	sess := session.Session{ID: "s"}
 	args := map[string]any{"path": "a"}
 	for i := 0; i < 2; i++ {
@@ -268,13 +270,7 @@ func TestLoopBreakerAuditDown(t *testing.T) {
 // TestLoopBreakerPauseInterruptedByShutdown: the pausing call stops waiting
 // when the gateway shuts down, says so, and is recorded as refused.
 func TestLoopBreakerPauseInterruptedByShutdown(t *testing.T) {
-	f := newPipelineFixture(t, Config{}, false)
-	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
-	g, err := loopguard.New(loopguard.Config{IdenticalCalls: 2}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.rebuild(t, func(d *Deps) { d.LoopGuard = g })
+	f := newLoopFixture(t, false, loopguard.Config{IdenticalCalls: 2})
 	f.esc.wait = make(chan struct{}) // nobody answers
 	sess := session.Session{ID: "s"}
 	args := map[string]any{"path": "a"}
@@ -312,13 +308,7 @@ func TestLoopBreakerPauseInterruptedByShutdown(t *testing.T) {
 // TestLoopBreakerCountsUnknownTools: calls to tools that do not exist (a
 // model inventing a tool) are denials in a row too.
 func TestLoopBreakerCountsUnknownTools(t *testing.T) {
-	f := newPipelineFixture(t, Config{}, true)
-	f.pol.evals["files__read"] = allow("allow-reads", map[string]any{"path": "/sandbox/a"})
-	g, err := loopguard.New(loopguard.Config{ConsecutiveDenials: 3}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.rebuild(t, func(d *Deps) { d.LoopGuard = g })
+	f := newLoopFixture(t, true, loopguard.Config{ConsecutiveDenials: 3})
 	sess := session.Session{ID: "s"}
 	f.hub.Call(context.Background(), CallRequest{Session: sess, Tool: "files__read", Args: map[string]any{"path": "a"}})
 	for i := 0; i < 3; i++ {

@@ -27,6 +27,28 @@ func (s *stallSink) Record(ctx context.Context, e audit.Event) error {
 	return s.memSink.Record(ctx, e)
 }
 
+// newWriteHub is a hub of cfg over srv whose policy allows files__write,
+// recording to sink.
+func newWriteHub(t *testing.T, cfg Config, srv *fakeServer, sink audit.Sink) *Hub {
+	t.Helper()
+	pol := &fakePolicy{evals: map[string]policy.Evaluation{"files__write": allow("w", nil)}, annotated: map[string]bool{"files__write": true}}
+	h, err := New(cfg, Deps{Servers: []servers.Server{srv}, Policy: pol, Audit: sink, Auth: fakeAuth{}, NewID: seqIDs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// callWrite calls files__write on h in the background; the channel gets
+// its result.
+func callWrite(h *Hub) <-chan servers.Result {
+	got := make(chan servers.Result, 1)
+	go func() {
+		got <- h.Call(context.Background(), CallRequest{Session: session.Session{ID: "s"}, Tool: "files__write"})
+	}()
+	return got
+}
+
 // TestFinishedCallNotHeldByStalledOutcome: once the tool has run, the agent
 // gets its result even though the outcome write hangs; the outcome is
 // recorded when the sink comes back, and the hub's shutdown waits for it.
@@ -36,17 +58,10 @@ func TestFinishedCallNotHeldByStalledOutcome(t *testing.T) {
 	srv.run = func(context.Context, string, map[string]any) (servers.Result, error) {
 		return servers.Text("wrote 12 bytes"), nil
 	}
-	pol := &fakePolicy{evals: map[string]policy.Evaluation{"files__write": allow("w", nil)}, annotated: map[string]bool{"files__write": true}}
 	const wait = 200 * time.Millisecond
-	h, err := New(Config{OutcomeWait: wait}, Deps{Servers: []servers.Server{srv}, Policy: pol, Audit: sink, Auth: fakeAuth{}, NewID: seqIDs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan servers.Result, 1)
+	h := newWriteHub(t, Config{OutcomeWait: wait}, srv, sink)
 	start := time.Now()
-	go func() {
-		got <- h.Call(context.Background(), CallRequest{Session: session.Session{ID: "s"}, Tool: "files__write"})
-	}()
+	got := callWrite(h)
 	var res servers.Result
 	select {
 	case res = <-got:
@@ -159,16 +174,9 @@ func (s *slowDecisionSink) Record(ctx context.Context, e audit.Event) error {
 func TestStalledDecisionRefusesInTime(t *testing.T) {
 	sink := &slowDecisionSink{release: make(chan struct{})}
 	srv := newFakeServer("files", "write")
-	pol := &fakePolicy{evals: map[string]policy.Evaluation{"files__write": allow("w", nil)}, annotated: map[string]bool{"files__write": true}}
 	const wait = 200 * time.Millisecond
-	h, err := New(Config{DecisionWait: wait}, Deps{Servers: []servers.Server{srv}, Policy: pol, Audit: sink, Auth: fakeAuth{}, NewID: seqIDs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan servers.Result, 1)
-	go func() {
-		got <- h.Call(context.Background(), CallRequest{Session: session.Session{ID: "s"}, Tool: "files__write"})
-	}()
+	h := newWriteHub(t, Config{DecisionWait: wait}, srv, sink)
+	got := callWrite(h)
 	var res servers.Result
 	select {
 	case res = <-got:

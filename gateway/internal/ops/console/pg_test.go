@@ -65,6 +65,13 @@ FROM generate_series(10, $1, 10) g`,
 
 func pgConsole(t testing.TB, db *pgtest.DB) (*Console, *escalation.PG) {
 	t.Helper()
+	return pgConsoleWith(t, db, nil)
+}
+
+// pgConsoleWith is a console for alice on db with a real escalator (closed
+// at the end of the test); mod, if not nil, changes its dependencies first.
+func pgConsoleWith(t testing.TB, db *pgtest.DB, mod func(*Deps)) (*Console, *escalation.PG) {
+	t.Helper()
 	esc, err := escalation.NewPG(db.Pool, escalation.Config{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +81,11 @@ func pgConsole(t testing.TB, db *pgtest.DB) (*Console, *escalation.PG) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Deps{Operators: ops, Escalations: esc, Store: PGStore{Pool: db.Pool}, Watch: esc.Watch})
+	d := Deps{Operators: ops, Escalations: esc, Store: PGStore{Pool: db.Pool}, Watch: esc.Watch}
+	if mod != nil {
+		mod(&d)
+	}
+	c, err := New(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"ironcurtain.dev/gateway/internal/escalation"
-	"ironcurtain.dev/gateway/internal/ops/opsapi"
 	"ironcurtain.dev/gateway/internal/store"
 	"ironcurtain.dev/gateway/internal/store/pgtest"
 )
@@ -16,20 +14,9 @@ import (
 // replicaConsole is one replica's console on db, with the shared sign-ins.
 func replicaConsole(t *testing.T, db *pgtest.DB, now func() time.Time) *Console {
 	t.Helper()
-	esc, err := escalation.NewPG(db.Pool, escalation.Config{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = esc.Close() })
-	ops, err := opsapi.NewOperators(map[string]opsapi.OperatorToken{"alice": operatorToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(Deps{Operators: ops, Escalations: esc, Store: PGStore{Pool: db.Pool}, Watch: esc.Watch,
-		SignIns: store.ConsoleSessions{Pool: db.Pool}, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := pgConsoleWith(t, db, func(d *Deps) {
+		d.SignIns, d.Now = store.ConsoleSessions{Pool: db.Pool}, now
+	})
 	return c
 }
 

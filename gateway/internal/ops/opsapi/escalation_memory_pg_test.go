@@ -2,7 +2,6 @@ package opsapi
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -68,28 +67,17 @@ FROM generate_series(1, $2) i`, argBytes, rows); err != nil {
 				if cursor != "" {
 					q.Set("cursor", cursor)
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/escalations?"+q.Encode(), nil)
-				req.Header.Set("Authorization", "Bearer "+opToken)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
 				var page EscalationPage
-				body := &countingReader{r: resp.Body}
-				err = json.NewDecoder(body).Decode(&page)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != http.StatusOK || page.Error != nil {
-					t.Fatalf("page %d: %d %v %+v", pages, resp.StatusCode, err, page.Error)
-				}
-				if body.n > MaxResponseBytes {
-					t.Fatalf("page %d is %d bytes", pages, body.n)
+				n := fetchPage(t, ctx, srv.URL+"/v1/escalations?"+q.Encode(), pages, &page)
+				if page.Error != nil {
+					t.Fatalf("page %d: %+v", pages, page.Error)
 				}
 				for _, e := range page.Escalations {
 					if !strings.Contains(string(e.Args), `"$truncated"`) || len(e.Args) > 2*escalation.ListArgsBytes {
 						t.Fatalf("%s listed with %d bytes of arguments: %.200s", e.ID, len(e.Args), e.Args)
 					}
 				}
-				total += body.n
+				total += n
 				seen += len(page.Escalations)
 				if page.Next == "" || len(page.Escalations) == 0 {
 					if seen != rows {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/escalation"
 )
 
@@ -64,31 +63,13 @@ func TestEscalationsBoundedInBytes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, esc, _ := newTestAPI(t)
 			esc.items, esc.err, esc.listErr, esc.listErrAfter = tt.items, tt.err, tt.listErr, tt.errAfter
-			rec := serve(t, h, http.MethodGet, "/v1/escalations"+tt.query)
-			if rec.Code != tt.wantStatus {
-				t.Fatalf("status = %d, want %d: %.200s", rec.Code, tt.wantStatus, rec.Body)
-			}
-			if rec.Code != 200 {
+			var page EscalationPage
+			if !getPage(t, h, "/v1/escalations"+tt.query, tt.wantStatus, &page) {
 				return
 			}
-			if rec.Body.Len() > MaxResponseBytes {
-				t.Fatalf("body %d bytes > %d", rec.Body.Len(), MaxResponseBytes)
-			}
-			var page EscalationPage
-			if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
-				t.Fatalf("body is not one JSON object: %v", err)
-			}
-			if len(page.Escalations) != tt.wantRows {
-				t.Fatalf("rows = %d, want %d", len(page.Escalations), tt.wantRows)
-			}
-			if (tt.wantNext == "") != (page.Next == "") {
-				t.Fatalf("next = %q, want one after %q", page.Next, tt.wantNext)
-			}
-			if tt.wantNext != "" {
-				c, err := audit.ParseCursor(page.Next)
-				last := page.Escalations[len(page.Escalations)-1]
-				if err != nil || c.CallID != tt.wantNext || !c.Time.Equal(last.CreatedAt) {
-					t.Fatalf("next = %+v, %v; want after %s", c, err, tt.wantNext)
+			if c, ok := checkPageNext(t, len(page.Escalations), page.Next, tt.wantRows, tt.wantNext); ok {
+				if last := page.Escalations[len(page.Escalations)-1]; !c.Time.Equal(last.CreatedAt) {
+					t.Fatalf("next = %+v; want after %s at %v", c, tt.wantNext, last.CreatedAt)
 				}
 				// The token goes back as ?cursor= and reaches the listing.
 				rec2 := serve(t, h, http.MethodGet, "/v1/escalations?cursor="+page.Next)
@@ -96,13 +77,7 @@ func TestEscalationsBoundedInBytes(t *testing.T) {
 					t.Fatalf("cursor not passed on: %d, %+v", rec2.Code, esc.gotList.Cursor)
 				}
 			}
-			if page.Error != nil {
-				if page.Error.Code != tt.wantErr {
-					t.Fatalf("error = %q, want %q", page.Error.Code, tt.wantErr)
-				}
-			} else if tt.wantErr != "" {
-				t.Fatalf("no error in the body, want %q", tt.wantErr)
-			}
+			checkPageError(t, page.Error, tt.wantErr)
 		})
 	}
 }
@@ -165,17 +140,7 @@ func BenchmarkEscalationsStream(b *testing.B) {
 	ops, _ := NewOperators(map[string]OperatorToken{"alice": opToken})
 	esc := &fakeEscalations{items: fakeEscalationItems(1000, 200)}
 	h := New(Deps{Operators: ops, Escalations: esc, Data: &fakeData{}})
-	req := httptest.NewRequest(http.MethodGet, "/v1/escalations?limit=1000", nil)
-	req.Header.Set("Authorization", "Bearer "+opToken)
-	b.ReportAllocs()
-	for b.Loop() {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			b.Fatal(rec.Code)
-		}
-		b.SetBytes(int64(rec.Body.Len()))
-	}
+	benchmarkPage(b, h, "/v1/escalations?limit=1000")
 }
 
 // FuzzWriteEscalation: whatever text the agent put in an escalation's

@@ -61,17 +61,8 @@ func TestDatabaseDownIs503(t *testing.T) {
 		{"disk full", fmt.Errorf("deciding escalation e1: %w", &pgconn.PgError{Code: "53100", Message: "could not extend file"})},
 	}
 	wantMsg := map[string]string{"read-only": "database read-only (SQLSTATE 25006)", "disk full": "database disk full (SQLSTATE 53100)"}
-	routes := []struct{ method, path string }{
-		{http.MethodGet, "/v1/escalations"},
-		{http.MethodGet, "/v1/escalations/e1"},
-		{http.MethodPost, "/v1/escalations/e1/approve"},
-		{http.MethodPost, "/v1/escalations/e1/deny"},
-		{http.MethodGet, "/v1/audit/tool-calls"},
-		{http.MethodGet, "/v1/sessions"},
-		{http.MethodGet, "/v1/sessions/s1"},
-	}
 	for _, de := range downErrs {
-		for _, rt := range routes {
+		for _, rt := range databaseRoutes {
 			t.Run(de.name+" "+rt.method+" "+rt.path, func(t *testing.T) {
 				h, esc, data := newTestAPI(t)
 				esc.err, data.err = de.err, de.err

@@ -147,23 +147,12 @@ func TestAuditReadMemory(t *testing.T) {
 				if cursor != "" {
 					q.Set("cursor", cursor)
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/audit/tool-calls?"+q.Encode(), nil)
-				req.Header.Set("Authorization", "Bearer "+opToken)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
 				var page ToolCallPage
-				body := &countingReader{r: resp.Body}
-				err = json.NewDecoder(body).Decode(&page)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != http.StatusOK || page.Error != nil {
-					t.Fatalf("page %d: %d %v %+v", pages, resp.StatusCode, err, page.Error)
+				n := fetchPage(t, ctx, srv.URL+"/v1/audit/tool-calls?"+q.Encode(), pages, &page)
+				if page.Error != nil {
+					t.Fatalf("page %d: %+v", pages, page.Error)
 				}
-				if body.n > MaxResponseBytes {
-					t.Fatalf("page %d is %d bytes", pages, body.n)
-				}
-				total += body.n
+				total += n
 				pages++
 				if page.Next == "" || len(page.ToolCalls) == 0 {
 					return total
@@ -203,6 +192,29 @@ func TestAuditReadMemory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fetchPage GETs target as the operator, decodes the body into page and
+// returns its size; the answer must be a 200 whose body decodes and fits
+// MaxResponseBytes (pages numbers the page in the messages).
+func fetchPage(t *testing.T, ctx context.Context, target string, pages int, page any) int64 {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := &countingReader{r: resp.Body}
+	err = json.NewDecoder(body).Decode(page)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("page %d: %d %v", pages, resp.StatusCode, err)
+	}
+	if body.n > MaxResponseBytes {
+		t.Fatalf("page %d is %d bytes", pages, body.n)
+	}
+	return body.n
 }
 
 type countingReader struct {

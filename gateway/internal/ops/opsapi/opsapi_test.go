@@ -196,7 +196,7 @@ func TestMetricsTokenOpensMetricsOnly(t *testing.T) {
 	if rec := do(http.MethodGet, "/metrics"); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "ironcurtain_ops_auth_failures_total") {
 		t.Fatalf("GET /metrics with the metrics token: %d %.200s", rec.Code, rec.Body)
 	}
-	routes := append([]struct{ method, path string }{
+	routes := append([]opsRoute{
 		{http.MethodPost, "/v1/sessions"},
 		{http.MethodDelete, "/v1/sessions/s1"},
 		{http.MethodGet, "/v1/policy"},
@@ -299,8 +299,12 @@ func TestRejectOverlap(t *testing.T) {
 }
 
 // protectedRoutes are every route that needs an operator token.
-var protectedRoutes = []struct{ method, path string }{
-	{http.MethodGet, "/metrics"},
+var protectedRoutes = append([]opsRoute{{http.MethodGet, "/metrics"}}, databaseRoutes...)
+
+type opsRoute struct{ method, path string }
+
+// databaseRoutes are the routes that read or write the database.
+var databaseRoutes = []opsRoute{
 	{http.MethodGet, "/v1/escalations"},
 	{http.MethodGet, "/v1/escalations/e1"},
 	{http.MethodPost, "/v1/escalations/e1/approve"},

@@ -16,6 +16,23 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
+// newPGEscalatorAndSink returns the real escalator and audit sink on db,
+// both closed when the test ends.
+func newPGEscalatorAndSink(t *testing.T, db *pgtest.DB) (*escalation.PG, *audit.PGSink) {
+	t.Helper()
+	esc, err := escalation.NewPG(db.Pool, escalation.Config{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { esc.Close() })
+	sink, err := audit.NewPG(db.Pool, audit.Options{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close() })
+	return esc, sink
+}
+
 // TestEndToEndOnPostgres: a call escalates on the real escalator, the
 // operator approves it through the ops API client, the call resumes; the
 // audit query and session summary see the session.
@@ -23,16 +40,7 @@ func TestEndToEndOnPostgres(t *testing.T) {
 	db := pgtest.New(t, pgtest.Migrated())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	esc, err := escalation.NewPG(db.Pool, escalation.Config{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer esc.Close()
-	sink, err := audit.NewPG(db.Pool, audit.Options{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	esc, sink := newPGEscalatorAndSink(t, db)
 	ops, _ := NewOperators(map[string]OperatorToken{"alice": opToken})
 	srv := httptest.NewServer(New(Deps{Operators: ops, Escalations: esc, Data: PGData{Pool: db.Pool}}))
 	defer srv.Close()
@@ -51,6 +59,7 @@ func TestEndToEndOnPostgres(t *testing.T) {
 		done <- res
 	}()
 	var pending []escalation.Escalation
+	var err error
 	for deadline := time.Now().Add(20 * time.Second); len(pending) == 0 && time.Now().Before(deadline); {
 		pending, err = client.ListEscalations(ctx, escalation.ListFilter{Status: escalation.StatusPending})
 		if err != nil {

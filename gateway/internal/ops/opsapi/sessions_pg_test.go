@@ -23,16 +23,7 @@ func TestSessionsOnPostgres(t *testing.T) {
 	db := pgtest.New(t, pgtest.Migrated())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	esc, err := escalation.NewPG(db.Pool, escalation.Config{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer esc.Close()
-	sink, err := audit.NewPG(db.Pool, audit.Options{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	esc, sink := newPGEscalatorAndSink(t, db)
 	store := minted.NewStore(db.Pool)
 	ops, _ := NewOperators(map[string]OperatorToken{"alice": opToken})
 	srv := httptest.NewServer(New(Deps{Operators: ops, Escalations: esc, Data: PGData{Pool: db.Pool}, Sessions: store}))

@@ -55,45 +55,18 @@ func TestToolCallsBoundedInBytes(t *testing.T) {
 			h, _, data := newTestAPI(t)
 			data.calls = tt.calls
 			data.err, data.errAfter = tt.err, tt.errAfter
-			rec := serve(t, h, http.MethodGet, "/v1/audit/tool-calls"+tt.query)
-			if rec.Code != tt.wantStatus {
-				t.Fatalf("status = %d, want %d: %.200s", rec.Code, tt.wantStatus, rec.Body)
-			}
-			if rec.Code != 200 {
+			var page ToolCallPage
+			if !getPage(t, h, "/v1/audit/tool-calls"+tt.query, tt.wantStatus, &page) {
 				return
 			}
-			if rec.Body.Len() > MaxResponseBytes {
-				t.Fatalf("body %d bytes > %d", rec.Body.Len(), MaxResponseBytes)
-			}
-			var page ToolCallPage
-			if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
-				t.Fatalf("body is not one JSON object: %v", err)
-			}
-			if len(page.ToolCalls) != tt.wantRows {
-				t.Fatalf("rows = %d, want %d", len(page.ToolCalls), tt.wantRows)
-			}
-			if tt.wantNext == "" && page.Next != "" || tt.wantNext != "" && page.Next == "" {
-				t.Fatalf("next = %q, want one after %q", page.Next, tt.wantNext)
-			}
-			if tt.wantNext != "" {
-				c, err := audit.ParseCursor(page.Next)
-				if err != nil || c.CallID != tt.wantNext {
-					t.Fatalf("next = %+v, %v; want after %s", c, err, tt.wantNext)
-				}
+			if c, ok := checkPageNext(t, len(page.ToolCalls), page.Next, tt.wantRows, tt.wantNext); ok {
 				// The token goes back as ?cursor= and reaches the query.
 				rec2 := serve(t, h, http.MethodGet, "/v1/audit/tool-calls?cursor="+page.Next)
 				if rec2.Code != 200 || data.got.Cursor != c {
 					t.Fatalf("cursor not passed on: %d, %+v", rec2.Code, data.got.Cursor)
 				}
 			}
-			if got := ""; page.Error != nil {
-				got = page.Error.Code
-				if got != tt.wantErr {
-					t.Fatalf("error = %q, want %q", got, tt.wantErr)
-				}
-			} else if tt.wantErr != "" {
-				t.Fatalf("no error in the body, want %q", tt.wantErr)
-			}
+			checkPageError(t, page.Error, tt.wantErr)
 		})
 	}
 }
@@ -116,13 +89,63 @@ func FuzzParseCursor(f *testing.F) {
 	})
 }
 
-// BenchmarkToolCallsStream: one full page of small rows through the
-// streaming encoder (the ops API's audit hot path).
-func BenchmarkToolCallsStream(b *testing.B) {
-	ops, _ := NewOperators(map[string]OperatorToken{"alice": opToken})
-	data := &fakeData{calls: fakeCalls(1000, 200)}
-	h := New(Deps{Operators: ops, Escalations: &fakeEscalations{}, Data: data})
-	req := httptest.NewRequest(http.MethodGet, "/v1/audit/tool-calls?limit=1000", nil)
+// getPage GETs target from h and checks its status is wantStatus; on 200 it
+// checks the body fits MaxResponseBytes and is one JSON object, decodes it
+// into page and returns true.
+func getPage(t *testing.T, h http.Handler, target string, wantStatus int, page any) bool {
+	t.Helper()
+	rec := serve(t, h, http.MethodGet, target)
+	if rec.Code != wantStatus {
+		t.Fatalf("status = %d, want %d: %.200s", rec.Code, wantStatus, rec.Body)
+	}
+	if rec.Code != 200 {
+		return false
+	}
+	if rec.Body.Len() > MaxResponseBytes {
+		t.Fatalf("body %d bytes > %d", rec.Body.Len(), MaxResponseBytes)
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), page); err != nil {
+		t.Fatalf("body is not one JSON object: %v", err)
+	}
+	return true
+}
+
+// checkPageNext checks a page has wantRows rows and a next token exactly
+// when wantNext is set, one that continues after the call id wantNext; if
+// it has one, it returns its cursor and true.
+func checkPageNext(t *testing.T, rows int, next string, wantRows int, wantNext string) (audit.Cursor, bool) {
+	t.Helper()
+	if rows != wantRows {
+		t.Fatalf("rows = %d, want %d", rows, wantRows)
+	}
+	if (wantNext == "") != (next == "") {
+		t.Fatalf("next = %q, want one after %q", next, wantNext)
+	}
+	if wantNext == "" {
+		return audit.Cursor{}, false
+	}
+	c, err := audit.ParseCursor(next)
+	if err != nil || c.CallID != wantNext {
+		t.Fatalf("next = %+v, %v; want after %s", c, err, wantNext)
+	}
+	return c, true
+}
+
+// checkPageError checks a page's error code is want ("": no error).
+func checkPageError(t *testing.T, got *ErrorDetail, want string) {
+	t.Helper()
+	if got != nil {
+		if got.Code != want {
+			t.Fatalf("error = %q, want %q", got.Code, want)
+		}
+	} else if want != "" {
+		t.Fatalf("no error in the body, want %q", want)
+	}
+}
+
+// benchmarkPage GETs target from h as operator once per iteration.
+func benchmarkPage(b *testing.B, h http.Handler, target string) {
+	req := httptest.NewRequest(http.MethodGet, target, nil)
 	req.Header.Set("Authorization", "Bearer "+opToken)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -133,4 +156,13 @@ func BenchmarkToolCallsStream(b *testing.B) {
 		}
 		b.SetBytes(int64(rec.Body.Len()))
 	}
+}
+
+// BenchmarkToolCallsStream: one full page of small rows through the
+// streaming encoder (the ops API's audit hot path).
+func BenchmarkToolCallsStream(b *testing.B) {
+	ops, _ := NewOperators(map[string]OperatorToken{"alice": opToken})
+	data := &fakeData{calls: fakeCalls(1000, 200)}
+	h := New(Deps{Operators: ops, Escalations: &fakeEscalations{}, Data: data})
+	benchmarkPage(b, h, "/v1/audit/tool-calls?limit=1000")
 }

@@ -49,13 +49,9 @@ func localRemotePath(raw string) (string, bool) {
 }
 
 func (s *Server) remote(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.Str("path"))
+	r, op, err := s.openRepoFor(ctx, c, "list")
 	if err != nil {
 		return servers.Result{}, err
-	}
-	op := c.Str("operation")
-	if op == "" {
-		op = "list"
 	}
 	if op != "list" {
 		if err := checkRemoteName("name", c.Str("name")); err != nil {
@@ -108,13 +104,9 @@ func (s *Server) remote(ctx context.Context, c *toolargs.Args) (servers.Result, 
 }
 
 func (s *Server) worktree(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.Str("path"))
+	r, op, err := s.openRepoFor(ctx, c, "list")
 	if err != nil {
 		return servers.Result{}, err
-	}
-	op := c.Str("operation")
-	if op == "" {
-		op = "list"
 	}
 	var args []string
 	switch op {

@@ -76,13 +76,9 @@ func (s *Server) commit(ctx context.Context, c *toolargs.Args) (servers.Result, 
 }
 
 func (s *Server) branch(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.Str("path"))
+	r, op, err := s.openRepoFor(ctx, c, "list")
 	if err != nil {
 		return servers.Result{}, err
-	}
-	op := c.Str("operation")
-	if op == "" {
-		op = "list"
 	}
 	var args []string
 	switch op {
@@ -320,13 +316,9 @@ func (s *Server) reset(ctx context.Context, c *toolargs.Args) (servers.Result, e
 }
 
 func (s *Server) stash(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.Str("path"))
+	r, op, err := s.openRepoFor(ctx, c, "push")
 	if err != nil {
 		return servers.Result{}, err
-	}
-	op := c.Str("operation")
-	if op == "" {
-		op = "push"
 	}
 	entry := "stash@{0}"
 	if n, ok := c.Int("index"); ok {
@@ -362,13 +354,9 @@ func (s *Server) stash(ctx context.Context, c *toolargs.Args) (servers.Result, e
 }
 
 func (s *Server) tag(ctx context.Context, c *toolargs.Args) (servers.Result, error) {
-	r, err := s.openRepo(ctx, "path", c.Str("path"))
+	r, op, err := s.openRepoFor(ctx, c, "list")
 	if err != nil {
 		return servers.Result{}, err
-	}
-	op := c.Str("operation")
-	if op == "" {
-		op = "list"
 	}
 	var res []byte
 	switch op {

@@ -1,6 +1,7 @@
 package git
 
 import (
+	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ func TestNetworkOperationsRecordEgress(t *testing.T) {
 
 	want := map[string][]string{"c-fetch": {"fetch"}, "c-pull": {"fetch"}, "c-clone": {"ls-remote", "fetch"}, "c-push": {"push"}}
 	got := map[string][]string{}
-	for _, ev := range e.egress.rows() {
+	for _, ev := range e.egress.Egress() {
 		if ev.SessionID != "s1" || ev.Kind != "git" || ev.Host != host || ev.Port != port || ev.Decision != "allow" || ev.ID == "" || ev.Time.IsZero() || ev.Error != "" {
 			t.Errorf("egress row %+v", ev)
 		}
@@ -52,9 +53,9 @@ func TestNetworkOperationsRecordEgress(t *testing.T) {
 	}
 
 	// A write that fails fails the call.
-	e.egress.failing = true
+	e.egress.FailWith(errors.New("audit database unavailable"))
 	mustFail(t, e.callInfo(call("c-fail", "remote"), "fetch", map[string]any{"path": e.repo}), "could not record")
-	e.egress.failing = false
+	e.egress.FailWith(nil)
 
 	// Without a sink nothing leaves.
 	requests := func() int {

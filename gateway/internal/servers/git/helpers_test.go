@@ -2,16 +2,14 @@ package git
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"ironcurtain.dev/gateway/gitexec"
-	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/audit/audittest"
 	"ironcurtain.dev/gateway/internal/servers"
 )
 
@@ -25,33 +23,7 @@ type genv struct {
 	mirror  string
 	marker  string
 	srv     *Server
-	egress  *egressSink // the server's audit sink (Config.Sink)
-}
-
-// egressSink keeps the egress rows a server records; failing makes Record
-// fail.
-type egressSink struct {
-	mu      sync.Mutex
-	events  []*audit.EgressEvent
-	failing bool
-}
-
-func (s *egressSink) Record(_ context.Context, e audit.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failing {
-		return errors.New("audit database unavailable")
-	}
-	if ev, ok := e.(*audit.EgressEvent); ok {
-		s.events = append(s.events, ev)
-	}
-	return nil
-}
-
-func (s *egressSink) rows() []*audit.EgressEvent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*audit.EgressEvent(nil), s.events...)
+	egress  *audittest.Sink // the server's audit sink (Config.Sink)
 }
 
 func newGenv(t testing.TB, mod func(*Config)) *genv {
@@ -68,7 +40,7 @@ func newGenv(t testing.TB, mod func(*Config)) *genv {
 			t.Fatal(err)
 		}
 	}
-	g.egress = &egressSink{}
+	g.egress = &audittest.Sink{}
 	cfg := Config{Sandbox: g.sandbox, MirrorDir: g.mirror, Timeout: 20e9, NetworkTimeout: 30e9, Sink: g.egress}
 	if mod != nil {
 		mod(&cfg)

@@ -21,6 +21,20 @@ type fetchSource struct {
 	urls []remoteURL // all URLs of the remote (git fetches from the first)
 }
 
+// boundFetchSource resolves the remote argument (resolveFetchSource) and
+// binds the call to its URLs (bindURLs), as fetch and pull do before they
+// reach it.
+func (s *Server) boundFetchSource(ctx context.Context, r *repoHandle, remote string) (fetchSource, error) {
+	src, err := s.resolveFetchSource(ctx, r, remote)
+	if err != nil {
+		return fetchSource{}, err
+	}
+	if err := s.bindURLs(ctx, "remote", src.urls); err != nil {
+		return fetchSource{}, err
+	}
+	return src, nil
+}
+
 // resolveFetchSource resolves the remote argument: a URL, a remote name or
 // "" for the default remote (branch.<current>.remote, then origin). Named
 // remotes are resolved by the push checker's resolver (strict URL
@@ -268,11 +282,8 @@ func (s *Server) fetch(ctx context.Context, c *toolargs.Args) (servers.Result, e
 	if err != nil {
 		return servers.Result{}, err
 	}
-	src, err := s.resolveFetchSource(ctx, r, c.Str("remote"))
+	src, err := s.boundFetchSource(ctx, r, c.Str("remote"))
 	if err != nil {
-		return servers.Result{}, err
-	}
-	if err := s.bindURLs(ctx, "remote", src.urls); err != nil {
 		return servers.Result{}, err
 	}
 	branch := c.Str("branch")
@@ -301,11 +312,8 @@ func (s *Server) pull(ctx context.Context, c *toolargs.Args) (servers.Result, er
 	if c.Bool("rebase") && c.Bool("ff_only") {
 		return servers.Result{}, refuse("rebase and ff_only exclude each other")
 	}
-	src, err := s.resolveFetchSource(ctx, r, c.Str("remote"))
+	src, err := s.boundFetchSource(ctx, r, c.Str("remote"))
 	if err != nil {
-		return servers.Result{}, err
-	}
-	if err := s.bindURLs(ctx, "remote", src.urls); err != nil {
 		return servers.Result{}, err
 	}
 	branch := c.Str("branch")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/internal/servers/toolargs"
 )
 
 // workspaceConfig is passed with -c to every command run in an agent
@@ -48,6 +49,21 @@ var workspaceConfig = []string{
 type repoHandle struct {
 	repo gitexec.Repo
 	dir  string // canonical directory the call named
+}
+
+// openRepoFor opens the repository named by the "path" argument of a tool
+// with operations, and returns it with the "operation" argument (def when
+// absent).
+func (s *Server) openRepoFor(ctx context.Context, c *toolargs.Args, def string) (*repoHandle, string, error) {
+	r, err := s.openRepo(ctx, "path", c.Str("path"))
+	if err != nil {
+		return nil, "", err
+	}
+	op := c.Str("operation")
+	if op == "" {
+		op = def
+	}
+	return r, op, nil
 }
 
 // openRepo finds and checks the repository containing the directory arg.

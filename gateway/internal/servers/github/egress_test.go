@@ -6,38 +6,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
-	"ironcurtain.dev/gateway/internal/audit"
+	"ironcurtain.dev/gateway/internal/audit/audittest"
 	"ironcurtain.dev/gateway/internal/servers"
 )
-
-// egressSink keeps the egress rows a server records; failing makes Record
-// fail.
-type egressSink struct {
-	mu      sync.Mutex
-	events  []*audit.EgressEvent
-	failing bool
-}
-
-func (s *egressSink) Record(_ context.Context, e audit.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failing {
-		return errors.New("audit database unavailable")
-	}
-	if ev, ok := e.(*audit.EgressEvent); ok {
-		s.events = append(s.events, ev)
-	}
-	return nil
-}
-
-func (s *egressSink) rows() []*audit.EgressEvent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*audit.EgressEvent(nil), s.events...)
-}
 
 // TestRequestsRecordEgress: every GitHub API request a tool call makes is
 // an egress row linked to the call (tool_call_id, session) with its method,
@@ -46,7 +19,7 @@ func (s *egressSink) rows() []*audit.EgressEvent {
 // sink nothing is sent.
 func TestRequestsRecordEgress(t *testing.T) {
 	fake, ts := newFakeGitHub(t)
-	sink := &egressSink{}
+	sink := &audittest.Sink{}
 	s, err := New(Config{APIURL: ts.URL, Token: testToken, Sink: sink})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +40,7 @@ func TestRequestsRecordEgress(t *testing.T) {
 	if res := call("c-view", "pr_view", map[string]any{"owner": "acme", "repo": "app", "number": 99.0}); !res.IsError {
 		t.Fatalf("pr_view of a missing PR: %+v", res)
 	}
-	rows := sink.rows()
+	rows := sink.Egress()
 	want := []string{"c-comment GET", "c-comment POST", "c-view GET"}
 	if len(rows) != len(want) || len(rows) != len(fake.callLog()) {
 		t.Fatalf("%d rows for %d API calls (%v), want %v", len(rows), len(fake.callLog()), fake.callLog(), want)
@@ -84,9 +57,7 @@ func TestRequestsRecordEgress(t *testing.T) {
 		t.Errorf("the POST's body was not counted: %+v", rows[1])
 	}
 
-	sink.mu.Lock()
-	sink.failing = true
-	sink.mu.Unlock()
+	sink.FailWith(errors.New("audit database unavailable"))
 	if res := call("c-fail", "pr_view", map[string]any{"owner": "acme", "repo": "app", "number": 2.0}); !res.IsError || strings.Contains(res.Content[0].Text, "body of 2") || !strings.Contains(res.Content[0].Text, "could not record") {
 		t.Fatalf("a call whose egress could not be recorded returned data: %+v", res)
 	}

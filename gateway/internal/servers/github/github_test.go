@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"ironcurtain.dev/gateway/internal/audit/audittest"
 )
 
 const testToken = "ghp_TESTTOKEN0123456789abcdefghijklmnop"
@@ -185,7 +187,7 @@ func newTestServer(t *testing.T, url string, logs *bytes.Buffer) *Server {
 	if logs != nil {
 		lg = slog.New(slog.NewJSONHandler(logs, nil))
 	}
-	s, err := New(Config{APIURL: url, Token: testToken, Logger: lg, Sink: &egressSink{}})
+	s, err := New(Config{APIURL: url, Token: testToken, Logger: lg, Sink: &audittest.Sink{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +363,7 @@ func TestTokenNeverInResultsOrLogs(t *testing.T) {
 		t.Fatalf("expected redaction marker in %s", res.Content[0].Text)
 	}
 	// A transport failure is logged; the log must not carry the token either.
-	bad, err := New(Config{APIURL: "http://127.0.0.1:1/", Token: testToken, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Sink: &egressSink{}})
+	bad, err := New(Config{APIURL: "http://127.0.0.1:1/", Token: testToken, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Sink: &audittest.Sink{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +378,7 @@ func TestTokenNeverInResultsOrLogs(t *testing.T) {
 
 func TestBadCredentials(t *testing.T) {
 	_, ts := newFakeGitHub(t)
-	s, err := New(Config{APIURL: ts.URL, Token: "wrong-token", Sink: &egressSink{}})
+	s, err := New(Config{APIURL: ts.URL, Token: "wrong-token", Sink: &audittest.Sink{}})
 	if err != nil {
 		t.Fatal(err)
 	}
