@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // tree is a fresh temporary directory with a sandbox and a directory
@@ -67,12 +69,7 @@ func (tr tree) apply(t testing.TB, ops []op) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := exec.LookPath("git"); err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatal("git is not installed (CI must have it: .ci/run installs it)")
-				}
-				t.Skip("git is not installed")
-			}
+			testenv.Require(t, "git")
 			testGit(t, dir, "init", "-q", "-b", "main")
 			testGit(t, dir, "commit", "-q", "--allow-empty", "-m", "initial")
 		case len(o.Git) >= 2:
