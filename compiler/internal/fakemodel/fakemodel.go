@@ -53,6 +53,9 @@ type Server struct {
 	latency time.Duration
 	calls   atomic.Int64
 
+	inFlight    atomic.Int64 // requests waiting out the latency now
+	maxInFlight atomic.Int64 // the most that ever waited at once
+
 	mu   sync.Mutex
 	seen []Request
 }
@@ -88,6 +91,10 @@ func (s *Server) OpenAIURL() string { return s.srv.URL + "/v1" }
 // Calls is the number of requests answered so far.
 func (s *Server) Calls() int { return int(s.calls.Load()) }
 
+// MaxInFlight is the largest number of requests that were waiting out the
+// simulated latency at the same time: how much concurrency the client used.
+func (s *Server) MaxInFlight() int { return int(s.maxInFlight.Load()) }
+
 // Requests returns a copy of every request received, in arrival order.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -105,6 +112,14 @@ func (s *Server) record(r Request) {
 func (s *Server) wait(r *http.Request) bool {
 	if s.latency <= 0 {
 		return true
+	}
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for {
+		m := s.maxInFlight.Load()
+		if n <= m || s.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
 	}
 	t := time.NewTimer(s.latency)
 	defer t.Stop()
