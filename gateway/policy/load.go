@@ -342,6 +342,10 @@ func (e *Engine) addTool(server string, t ToolAnnotation) error {
 		tl.static = &rr
 	}
 	e.tools[key] = tl
+	if e.byName == nil {
+		e.byName = map[toolName]*tool{}
+	}
+	e.byName[toolName{server, t.Tool}] = tl
 	return nil
 }
 

@@ -200,20 +200,21 @@ func (r *rule) decision() Decision {
 	return Decision{Status: r.then, Rule: r.name, Reason: r.reason, Compiled: true}
 }
 
-// relevant reports whether every role condition of r names role.
-func (r *rule) relevant(role Role) bool {
-	if r.hasRoles && !r.roles.has(role) {
+// relevant reports whether every role condition of r names the role of
+// bit (setOf1(role)).
+func (r *rule) relevant(bit roleSet) bool {
+	if r.hasRoles && r.roles&bit == 0 {
 		return false
 	}
-	if r.paths != nil && !r.paths.roles.has(role) {
+	if r.paths != nil && r.paths.roles&bit == 0 {
 		return false
 	}
-	if r.domains != nil && !r.domains.roles.has(role) {
+	if r.domains != nil && r.domains.roles&bit == 0 {
 		return false
 	}
 	if len(r.lists) > 0 {
 		for _, lc := range r.lists {
-			if lc.roles.has(role) {
+			if lc.roles&bit != 0 {
 				return true
 			}
 		}
@@ -231,7 +232,7 @@ func (c *call) evaluateRules() Decision {
 	if len(roles) > 0 {
 		pending := 0
 		for _, r := range roles {
-			if !c.resolved.has(r) {
+			if c.resolved&setOf1(r) == 0 {
 				pending++
 			}
 		}
@@ -240,7 +241,7 @@ func (c *call) evaluateRules() Decision {
 		}
 	} else {
 		for i := range c.e.rules {
-			if c.matches(&c.e.rules[i], "", true) {
+			if c.matches(&c.e.rules[i], 0, true) {
 				return c.e.rules[i].decision()
 			}
 		}
@@ -250,10 +251,11 @@ func (c *call) evaluateRules() Decision {
 	haveBest := false
 	var escalated []Role
 	for _, role := range roles {
-		if c.resolved.has(role) {
+		bit := setOf1(role)
+		if c.resolved&bit != 0 {
 			continue
 		}
-		d := c.evaluateRole(role)
+		d := c.evaluateRole(role, bit)
 		if d.Status == Deny {
 			return d
 		}
@@ -271,9 +273,8 @@ func (c *call) evaluateRules() Decision {
 }
 
 // roleValues appends to out the canonical values of the arguments carrying
-// role (each once).
-func (c *call) roleValues(role Role, out []string) []string {
-	bit := setOf1(role)
+// the role of bit (each once).
+func (c *call) roleValues(bit roleSet, out []string) []string {
 	for i := range c.vals {
 		if c.rr.perArg[i]&bit != 0 {
 			for _, v := range c.vals[i].canon {
@@ -286,17 +287,18 @@ func (c *call) roleValues(role Role, out []string) []string {
 	return out
 }
 
-func (c *call) evaluateRole(role Role) Decision {
+// evaluateRole runs the rules for role (bit: setOf1(role)).
+func (c *call) evaluateRole(role Role, bit roleSet) Decision {
 	var buf [4]string
-	values := c.roleValues(role, buf[:0])
+	values := c.roleValues(bit, buf[:0])
 	rules := c.e.rules
 	if len(values) == 0 {
 		for i := range rules {
 			r := &rules[i]
-			if r.roleConditioned && !r.relevant(role) {
+			if r.roleConditioned && !r.relevant(bit) {
 				continue
 			}
-			if c.matches(r, role, true) {
+			if c.matches(r, bit, true) {
 				return r.decision()
 			}
 		}
@@ -307,7 +309,7 @@ func (c *call) evaluateRole(role Role) Decision {
 	haveBest := false
 	remaining := values
 	sb := c.e.canon.sandbox
-	if sb != "" && c.req.Server == "filesystem" && def.Category == CategoryPath && c.e.safe.has(role) {
+	if sb != "" && c.req.Server == "filesystem" && def.Category == CategoryPath && c.e.safe&bit != 0 {
 		kept := remaining[:0:0]
 		for _, p := range remaining {
 			if !within(p, sb) && !(role == RoleReadPath && c.e.inReadOnly(c.req.Server, p)) {
@@ -324,13 +326,13 @@ func (c *call) evaluateRole(role Role) Decision {
 			break
 		}
 		r := &rules[i]
-		if r.roleConditioned && !r.relevant(role) {
+		if r.roleConditioned && !r.relevant(bit) {
 			continue
 		}
 		if !c.matchesNonPath(r) {
 			continue
 		}
-		if (r.domains != nil || r.lists != nil) && !c.matches(r, role, false) {
+		if (r.domains != nil || r.lists != nil) && !c.matches(r, bit, false) {
 			continue
 		}
 		var kept []string
@@ -371,16 +373,16 @@ func (c *call) matchesNonPath(r *rule) bool {
 	return true
 }
 
-// matches checks every condition of r. With a role, extraction is scoped to
-// it; withPaths false skips the paths condition (per-value discharge does
-// that part).
-func (c *call) matches(r *rule, role Role, withPaths bool) bool {
+// matches checks every condition of r. With a role (bit: setOf1(role); 0
+// for none), extraction is scoped to it; withPaths false skips the paths
+// condition (per-value discharge does that part).
+func (c *call) matches(r *rule, bit roleSet, withPaths bool) bool {
 	if !c.matchesNonPath(r) {
 		return false
 	}
 	scope := func(roles roleSet) roleSet {
-		if role != "" {
-			return setOf1(role)
+		if bit != 0 {
+			return bit
 		}
 		return roles
 	}
@@ -390,7 +392,7 @@ func (c *call) matches(r *rule, role Role, withPaths bool) bool {
 			if c.rr.perArg[i]&scope(r.paths.roles) == 0 {
 				continue
 			}
-			isPath := c.rr.first[i] != "" && roleDef(c.rr.first[i]).Category == CategoryPath
+			isPath := c.rr.kind[i]&argPath != 0
 			for _, p := range c.vals[i].canon {
 				n++
 				if !isPath || !within(p, r.paths.within) {
@@ -426,8 +428,8 @@ func (c *call) matches(r *rule, role Role, withPaths bool) bool {
 	for li := range r.lists {
 		lc := &r.lists[li]
 		roles := lc.roles
-		if role != "" && lc.roles.has(role) {
-			roles = setOf1(role)
+		if bit != 0 && lc.roles&bit != 0 {
+			roles = bit
 		}
 		if !c.listHolds(lc, roles) {
 			return false
@@ -440,7 +442,7 @@ func (c *call) matches(r *rule, role Role, withPaths bool) bool {
 // in the list (at least one value is required).
 func (c *call) listHolds(lc *listCond, roles roleSet) bool {
 	n := 0
-	for i, a := range c.t.ann.Args {
+	for i := range c.t.ann.Args {
 		if c.rr.perArg[i]&roles == 0 {
 			continue
 		}
@@ -449,7 +451,7 @@ func (c *call) listHolds(lc *listCond, roles roleSet) bool {
 		if c.vals != nil && c.rr.first[i] != "" {
 			vals, doms = c.vals[i].canon, c.vals[i].domains
 		} else {
-			switch x := c.req.Args[a.Name].(type) {
+			switch x := c.arg(i).(type) {
 			case string:
 				vals = []string{x}
 			case []any:
