@@ -21,6 +21,11 @@ type tool struct {
 	conditional  bool
 	static       *resolvedRoles // when no argument is conditional
 	prMerge      bool           // isPRMerge(name), computed at load
+	// rules are the positions of the compiled rules whose server and tool
+	// conditions admit this tool, in order (indexRules); the others can
+	// never match its calls. Valid when indexed.
+	rules   []int32
+	indexed bool
 }
 
 // resolvedRoles are a tool's roles for one call (conditional specs applied).

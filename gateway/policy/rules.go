@@ -130,7 +130,37 @@ func (e *Engine) compileRules(p *CompiledPolicy, l *DynamicLists, files fileName
 		r.roleConditioned = r.hasRoles || r.paths != nil || r.domains != nil || len(r.lists) > 0
 		e.rules = append(e.rules, r)
 	}
+	e.indexRules()
 	return nil
+}
+
+// indexRules lists for each tool the rules whose server and tool conditions
+// admit it (tool.rules): the evaluator visits only those, in order, and
+// every rule it skips is one whose matchesNonPath fails for any call of the
+// tool (TestIndexedRulesMatchAll holds the two walks equal).
+func (e *Engine) indexRules() {
+	for _, t := range e.tools {
+		t.rules = t.rules[:0]
+		for i := range e.rules {
+			r := &e.rules[i]
+			if (r.servers == nil || contains(r.servers, t.server)) && (r.tools == nil || contains(r.tools, t.name)) {
+				t.rules = append(t.rules, int32(i))
+			}
+		}
+		t.indexed = true
+	}
+}
+
+// candidates returns the rules a call of c.t can match: the tool's index,
+// or every rule when the tool was added after the rules were indexed.
+func (c *call) candidates(out []int32) []int32 {
+	if c.t.indexed {
+		return c.t.rules
+	}
+	for i := range c.e.rules {
+		out = append(out, int32(i))
+	}
+	return out
 }
 
 func checkRuleRoles(rs []Role) error {
@@ -240,7 +270,7 @@ func (c *call) evaluateRules() Decision {
 			return Decision{Status: Allow, Rule: RuleSandboxAllow, Reason: "All path roles resolved by sandbox containment"}
 		}
 	} else {
-		for i := range c.e.rules {
+		for _, i := range c.candidates(nil) {
 			if c.matches(&c.e.rules[i], 0, true) {
 				return c.e.rules[i].decision()
 			}
@@ -292,8 +322,9 @@ func (c *call) evaluateRole(role Role, bit roleSet) Decision {
 	var buf [4]string
 	values := c.roleValues(bit, buf[:0])
 	rules := c.e.rules
+	cands := c.candidates(nil)
 	if len(values) == 0 {
-		for i := range rules {
+		for _, i := range cands {
 			r := &rules[i]
 			if r.roleConditioned && !r.relevant(bit) {
 				continue
@@ -321,7 +352,7 @@ func (c *call) evaluateRole(role Role, bit roleSet) Decision {
 		}
 		remaining = kept
 	}
-	for i := range rules {
+	for _, i := range cands {
 		if len(remaining) == 0 {
 			break
 		}
