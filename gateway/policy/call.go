@@ -26,6 +26,10 @@ type tool struct {
 	// never match its calls. Valid when indexed.
 	rules   []int32
 	indexed bool
+	// textServer: the server is one of the secret scanner's text servers
+	// (SecretScan.TextServers), looked up at load (compileSettings builds
+	// the scanner before the tools are added).
+	textServer bool
 }
 
 // resolvedRoles are a tool's roles for one call (conditional specs applied).

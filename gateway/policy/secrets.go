@@ -236,7 +236,7 @@ func (c *call) scanSecrets() (Decision, bool) {
 	if det == nil {
 		return Decision{}, false
 	}
-	textAll := sc.textServers[c.req.Server] || c.rr.all&(bitGitHubOwner|bitGitHubRepo) != 0
+	textAll := c.t.textServer || c.rr.all&(bitGitHubOwner|bitGitHubRepo) != 0
 	// A tool that contacts a remote (a URL-role argument, given or
 	// defaulted) sends its branch names there too: a fetch's ref prefixes,
 	// a push's destinations. They are scanned as text.
