@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	"ironcurtain.dev/gateway/gitref"
 )
@@ -246,6 +247,24 @@ type argVal struct {
 	oneDomain [1]domainValue
 }
 
+// valsBlock backs the canonical values of a call of a tool with up to two
+// arguments. A block is taken from valsPool by prepare and given back,
+// cleared, by release when the evaluation is over: nothing of an Evaluation
+// points into it (result, setPolicyValue and the reasons copy what they
+// keep), and a cleared block holds no string of an earlier call.
+type valsBlock [2]argVal
+
+var valsPool = sync.Pool{New: func() any { return new(valsBlock) }}
+
+// release clears the call's block of values and returns it to valsPool.
+func (c *call) release() {
+	if b := c.block; b != nil {
+		c.block, c.vals = nil, nil
+		clear(b[:])
+		valsPool.Put(b)
+	}
+}
+
 // call is the state of one evaluation.
 type call struct {
 	e   *Engine
@@ -259,6 +278,7 @@ type call struct {
 	argv     [4]any
 	argvMore []any
 	vals     []argVal
+	block    *valsBlock // backs vals when it came from valsPool (release)
 	cache    []pathPair // per-call canonicalisation cache
 	resolved roleSet    // roles discharged by sandbox containment
 	push     *PushPlan
@@ -349,7 +369,12 @@ func (c *call) prepare() (Evaluation, bool) {
 	if !c.rr.anyValue {
 		return Evaluation{}, false
 	}
-	c.vals = make([]argVal, len(c.t.ann.Args))
+	if n := len(c.t.ann.Args); n <= len(valsBlock{}) {
+		c.block = valsPool.Get().(*valsBlock)
+		c.vals = c.block[:n:n]
+	} else {
+		c.vals = make([]argVal, n)
+	}
 	total := 0
 	for i, a := range c.t.ann.Args {
 		role := c.rr.first[i]

@@ -188,6 +188,7 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 		return deny(RuleUnknownTool, fmt.Sprintf("Unknown tool: %s/%s", r.Server, r.Tool))
 	}
 	c := call{e: e, ctx: ctx, req: r, t: t}
+	defer c.release()
 	if t.static != nil {
 		c.rr = t.static
 	} else {

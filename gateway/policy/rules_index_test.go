@@ -69,3 +69,31 @@ func TestIndexRulesPerTool(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseClearsValues: a call's pooled block of canonical values is
+// cleared before it goes back to the pool (no string of one call is left
+// for the next), and the call no longer points at it.
+func TestReleaseClearsValues(t *testing.T) {
+	tr := newTree(t)
+	e := tr.engine(t, suite{})
+	tl := e.byName[toolName{"fetch", "http_fetch"}]
+	c := call{e: e, ctx: context.Background(), t: tl, rr: tl.static,
+		req: Request{Server: "fetch", Tool: "http_fetch", Args: map[string]any{"url": "https://pkg.go.dev/net/url"}}}
+	if !c.readArgs() {
+		t.Fatal("readArgs refused the fixture's arguments")
+	}
+	if _, done := c.prepare(); done || c.block == nil {
+		t.Fatalf("prepare: done %v, block %p", done, c.block)
+	}
+	b := c.block
+	if len(c.vals[0].canon) != 1 || len(c.vals[0].domains) != 1 {
+		t.Fatalf("values %+v", c.vals[0])
+	}
+	c.release()
+	if c.block != nil || c.vals != nil {
+		t.Fatal("the call still holds the released block")
+	}
+	if !reflect.DeepEqual(*b, valsBlock{}) {
+		t.Fatalf("released block not cleared: %+v", *b)
+	}
+}
