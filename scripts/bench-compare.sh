@@ -21,7 +21,7 @@ filter=${BENCH_FILTER:-.}
 # package (under gateway/) ; benchmark regexp ; -benchtime: the rows of issue-level figures
 # (docs/performance.md): policy, hub, MCP over HTTP, relays, egress, git door, audit, scanning.
 benches=(
-  "policy;^BenchmarkEvaluate(FetchURL|DynamicList|NoPathRoles)$;2000x"
+  "policy;^BenchmarkEvaluate(FetchURL|FetchURLUnlisted|DynamicList|NoPathRoles)$;2000x"
   "internal/doors/mcphub;^Benchmark(HubOverheadMedian|MCPOverHTTPShare)$;2000x"
   "internal/doors/githubrelay;^BenchmarkRelayOverhead$;2000x"
   "internal/doors/llmrelay;^BenchmarkRelayOverhead$;2000x"

@@ -133,12 +133,69 @@ func ParseURLScheme(raw string, schemes map[string]int) (URL, error) {
 	}
 	// Cross-check with the parser http.Transport uses: it must see the same
 	// scheme and authority, and accept the path and query escapes.
-	gu, gerr := url.Parse(raw)
-	if gerr != nil || gu.Opaque != "" || gu.User != nil ||
-		!strings.EqualFold(gu.Scheme, scheme) || gu.Host != authority {
+	if !agreesWithNetURLFast(raw, authority, path) && !agreesWithNetURL(raw, scheme, authority) {
 		return URL{}, newParseError(ErrInvalidURL, raw, "ambiguous URL")
 	}
 	return URL{Scheme: scheme, Host: host, Port: port, Path: path, RawQuery: query}, nil
+}
+
+// agreesWithNetURL is the cross-check itself: net/url.Parse accepts raw,
+// reads it as hierarchical (no opaque part) without userinfo, and sees the
+// same scheme and authority.
+func agreesWithNetURL(raw, scheme, authority string) bool {
+	gu, err := url.Parse(raw)
+	return err == nil && gu.Opaque == "" && gu.User == nil &&
+		strings.EqualFold(gu.Scheme, scheme) && gu.Host == authority
+}
+
+// agreesWithNetURLFast reports, without parsing again, that
+// agreesWithNetURL holds for a URL the strict parser has accepted up to the
+// cross-check: raw is "scheme://authority" followed by path (before the
+// query) and the rest, authority has no '@' and ParseAuthority accepted it.
+// It answers true only for the plain case, false when unsure (the caller then
+// asks net/url): an authority of ASCII letters, digits, '.', '-' and at most
+// one ':' (no brackets, no '%': net/url keeps it as it is), and every '%' of
+// the path and of the fragment starting a two-digit hex escape (net/url's
+// only failure there; it does not check the query). Given the strict
+// parser's checks (a valid scheme followed by "//", no control characters),
+// net/url then reads the same scheme, no opaque part, no userinfo and the
+// same host (FuzzNetURLFastAgrees holds it to url.Parse).
+func agreesWithNetURLFast(raw, authority, path string) bool {
+	colons := 0
+	for i := 0; i < len(authority); i++ {
+		c := authority[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '-':
+		case c == ':':
+			if colons++; colons > 1 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	if !validEscapes(path) {
+		return false
+	}
+	if i := strings.IndexByte(raw, '#'); i >= 0 {
+		return validEscapes(raw[i+1:])
+	}
+	return true
+}
+
+// validEscapes reports whether every '%' in s starts "%XX" with two hex
+// digits.
+func validEscapes(s string) bool {
+	for {
+		i := strings.IndexByte(s, '%')
+		if i < 0 {
+			return true
+		}
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			return false
+		}
+		s = s[i+3:]
+	}
 }
 
 func validScheme(s string) bool {

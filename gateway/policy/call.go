@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	"ironcurtain.dev/gateway/gitref"
 )
+
+// toolName is a tool's server and name (Engine.byName).
+type toolName struct{ server, tool string }
 
 // tool is one annotated tool, prepared at load.
 type tool struct {
@@ -18,20 +22,62 @@ type tool struct {
 	conditional  bool
 	static       *resolvedRoles // when no argument is conditional
 	prMerge      bool           // isPRMerge(name), computed at load
+	// rules are the positions of the compiled rules whose server and tool
+	// conditions admit this tool, in order (indexRules); the others can
+	// never match its calls. Valid when indexed.
+	rules   []int32
+	indexed bool
+	// textServer: the server is one of the secret scanner's text servers
+	// (SecretScan.TextServers), looked up at load (compileSettings builds
+	// the scanner before the tools are added).
+	textServer bool
 }
 
 // resolvedRoles are a tool's roles for one call (conditional specs applied).
 type resolvedRoles struct {
 	perArg   []roleSet
-	first    []Role // first resource role of each argument ("" when none)
+	first    []Role    // first resource role of each argument ("" when none)
+	kind     []argKind // what first is, so the checks need not look it up
 	all      roleSet
 	distinct []Role // distinct resource roles in argument order
 	anyPath  bool
+	anyURL   bool // some argument's first resource role is a URL role
 	anyValue bool // some argument has a path, URL or identifier role
 }
 
+// argKind says what an argument's first resource role is (resolvedRoles.kind).
+type argKind uint8
+
+const (
+	argPath     argKind = 1 << iota // a path role (CategoryPath)
+	argURL                          // a URL role (CategoryURL)
+	argRealpath                     // canonicalised by realpath (CanonRealpath)
+)
+
+func kindOf(d *RoleDefinition) argKind {
+	var k argKind
+	if d.Category == CategoryPath {
+		k |= argPath
+	}
+	if d.Category == CategoryURL {
+		k |= argURL
+	}
+	if d.Canonicalisation == CanonRealpath {
+		k |= argRealpath
+	}
+	return k
+}
+
+// Role bits the evaluator tests on every call (roleSet.has looks the role up).
+var (
+	bitEmailBody   = setOf1(RoleEmailBody)
+	bitBranchName  = setOf1(RoleBranchName)
+	bitGitHubOwner = setOf1(RoleGitHubOwner)
+	bitGitHubRepo  = setOf1(RoleGitHubRepo)
+)
+
 func (t *tool) resolve(args map[string]any) resolvedRoles {
-	rr := resolvedRoles{perArg: make([]roleSet, len(t.ann.Args)), first: make([]Role, len(t.ann.Args))}
+	rr := resolvedRoles{perArg: make([]roleSet, len(t.ann.Args)), first: make([]Role, len(t.ann.Args)), kind: make([]argKind, len(t.ann.Args))}
 	for i, a := range t.ann.Args {
 		for _, r := range a.Spec.Resolve(args) {
 			rr.perArg[i].add(r)
@@ -44,7 +90,8 @@ func (t *tool) resolve(args map[string]any) resolvedRoles {
 				continue
 			}
 			if rr.first[i] == "" {
-				rr.first[i] = r
+				rr.first[i], rr.kind[i] = r, kindOf(d)
+				rr.anyURL = rr.anyURL || d.Category == CategoryURL
 			}
 			rr.anyValue = true
 			if d.Category == CategoryPath {
@@ -58,20 +105,39 @@ func (t *tool) resolve(args map[string]any) resolvedRoles {
 	return rr
 }
 
-// knowsAll reports whether every key of args is an argument of t, without
-// ranging over args when it can: when the annotation's names are distinct
-// and as many of them are in args as args has keys, every key is one.
-func (t *tool) knowsAll(args map[string]any) bool {
-	if len(t.index) != len(t.ann.Args) || len(args) > len(t.ann.Args) {
-		return false // let the caller range over args
+// readArgs reads the request's value of each annotated argument once
+// (c.arg; nil when absent: every check treats a missing argument and a null
+// alike) and reports whether every key of the request is an argument of the
+// tool, without ranging over the request when it can: when the
+// annotation's names are distinct and as many of them are in the request as
+// it has keys, every key is one. When it reports false the caller ranges
+// over the request's keys.
+func (c *call) readArgs() bool {
+	args, anns := c.req.Args, c.t.ann.Args
+	if len(anns) > len(c.argv) {
+		c.argvMore = make([]any, len(anns)-len(c.argv))
 	}
 	n := 0
-	for _, a := range t.ann.Args {
-		if _, ok := args[a.Name]; ok {
+	for i, a := range anns {
+		if v, ok := args[a.Name]; ok {
+			if i < len(c.argv) {
+				c.argv[i] = v
+			} else {
+				c.argvMore[i-len(c.argv)] = v
+			}
 			n++
 		}
 	}
-	return n == len(args)
+	return len(c.t.index) == len(anns) && n == len(args)
+}
+
+// arg returns the request's value of the argument at position i of the
+// tool's annotation (readArgs), nil when absent.
+func (c *call) arg(i int) any {
+	if i < len(c.argv) {
+		return c.argv[i]
+	}
+	return c.argvMore[i-len(c.argv)]
 }
 
 // Resolve returns the roles s gives a call with args: the roles of the
@@ -181,14 +247,38 @@ type argVal struct {
 	oneDomain [1]domainValue
 }
 
+// valsBlock backs the canonical values of a call of a tool with up to two
+// arguments. A block is taken from valsPool by prepare and given back,
+// cleared, by release when the evaluation is over: nothing of an Evaluation
+// points into it (result, setPolicyValue and the reasons copy what they
+// keep), and a cleared block holds no string of an earlier call.
+type valsBlock [2]argVal
+
+var valsPool = sync.Pool{New: func() any { return new(valsBlock) }}
+
+// release clears the call's block of values and returns it to valsPool.
+func (c *call) release() {
+	if b := c.block; b != nil {
+		c.block, c.vals = nil, nil
+		clear(b[:])
+		valsPool.Put(b)
+	}
+}
+
 // call is the state of one evaluation.
 type call struct {
-	e        *Engine
-	ctx      context.Context
-	req      Request
-	t        *tool
-	rr       *resolvedRoles
+	e   *Engine
+	ctx context.Context
+	req Request
+	t   *tool
+	rr  *resolvedRoles
+	// argv and argvMore hold the request's value of each argument of t
+	// (readArgs; read with arg). An array, not a slice of one, so that the
+	// call does not point into itself and stays on the stack.
+	argv     [4]any
+	argvMore []any
 	vals     []argVal
+	block    *valsBlock // backs vals when it came from valsPool (release)
 	cache    []pathPair // per-call canonicalisation cache
 	resolved roleSet    // roles discharged by sandbox containment
 	push     *PushPlan
@@ -196,6 +286,9 @@ type call struct {
 	// multiLink: some path value is a regular file with several links
 	// (checkHardLinks).
 	multiLink bool
+	// remotesResolved: checkGit added or replaced URL values (the special
+	// hosts are checked again).
+	remotesResolved bool
 }
 
 type pathPair struct {
@@ -276,7 +369,12 @@ func (c *call) prepare() (Evaluation, bool) {
 	if !c.rr.anyValue {
 		return Evaluation{}, false
 	}
-	c.vals = make([]argVal, len(c.t.ann.Args))
+	if n := len(c.t.ann.Args); n <= len(valsBlock{}) {
+		c.block = valsPool.Get().(*valsBlock)
+		c.vals = c.block[:n:n]
+	} else {
+		c.vals = make([]argVal, n)
+	}
 	total := 0
 	for i, a := range c.t.ann.Args {
 		role := c.rr.first[i]
@@ -284,7 +382,7 @@ func (c *call) prepare() (Evaluation, bool) {
 			continue
 		}
 		def := roleDef(role)
-		raw, present := c.req.Args[a.Name]
+		raw := c.arg(i)
 		v := &c.vals[i]
 		var strs []string
 		switch x := raw.(type) {
@@ -310,7 +408,6 @@ func (c *call) prepare() (Evaluation, bool) {
 				strs = append(strs, s)
 			}
 		default:
-			_ = present
 			return c.deny(RuleInvalidArgument, fmt.Sprintf("argument %q must be a string or an array of strings", a.Name), "")
 		}
 		if len(strs) == 1 {
@@ -389,7 +486,7 @@ func (c *call) sandboxContainment() {
 	}
 	anyValue := false
 	for i := range c.vals {
-		if len(c.vals[i].canon) > 0 && c.rr.first[i] != "" && roleDef(c.rr.first[i]).Category == CategoryPath {
+		if len(c.vals[i].canon) > 0 && c.rr.kind[i]&argPath != 0 {
 			anyValue = true
 		}
 	}
@@ -427,13 +524,16 @@ func setOf1(r Role) roleSet {
 
 // domainGate escalates a URL whose domain the server's allowlist lacks.
 func (c *call) domainGate() (Evaluation, bool) {
+	if !c.rr.anyURL {
+		return Evaluation{}, false // no URL value to gate
+	}
 	allow, ok := c.e.allow[c.req.Server]
 	if !ok {
 		return Evaluation{}, false
 	}
 	for i := range c.vals {
 		first := c.rr.first[i]
-		if first == "" || roleDef(first).Category != CategoryURL {
+		if c.rr.kind[i]&argURL == 0 {
 			continue
 		}
 		for _, d := range c.vals[i].domains {

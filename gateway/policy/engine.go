@@ -9,6 +9,7 @@ import (
 // safe for concurrent use.
 type Engine struct {
 	tools    map[string]*tool
+	byName   map[toolName]*tool // tools by server and tool name (no key string to build per call)
 	rules    []rule
 	trusted  map[string]bool
 	allow    map[string]domainSet
@@ -176,7 +177,7 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 	if r.Args == nil {
 		r.Args = map[string]any{}
 	}
-	t := e.tools[r.Server+"__"+r.Tool]
+	t := e.byName[toolName{r.Server, r.Tool}]
 	if t != nil && t.prMerge || t == nil && isPRMerge(r.Tool) {
 		return deny(RulePRMerge, fmt.Sprintf("merging pull requests (%s) is never allowed", r.Tool))
 	}
@@ -187,13 +188,14 @@ func (e *Engine) evaluate(ctx context.Context, r Request) Evaluation {
 		return deny(RuleUnknownTool, fmt.Sprintf("Unknown tool: %s/%s", r.Server, r.Tool))
 	}
 	c := call{e: e, ctx: ctx, req: r, t: t}
+	defer c.release()
 	if t.static != nil {
 		c.rr = t.static
 	} else {
 		rr := t.resolve(r.Args)
 		c.rr = &rr
 	}
-	if !t.knowsAll(r.Args) {
+	if !c.readArgs() {
 		for k := range r.Args {
 			if _, ok := t.index[k]; !ok {
 				return deny(RuleUnknownArgument, fmt.Sprintf("argument %q is not part of %s/%s", k, r.Server, r.Tool))
@@ -238,8 +240,10 @@ func (c *call) evaluatePrepared() Evaluation {
 	if ev, done := c.checkGit(); done {
 		return ev
 	}
-	if ev, done := c.checkSpecialHosts(); done { // the remotes checkGit resolved
-		return ev
+	if c.remotesResolved { // the remotes checkGit resolved (the other values were checked)
+		if ev, done := c.checkSpecialHosts(); done {
+			return ev
+		}
 	}
 	if r.Server == "filesystem" && r.Tool == "list_allowed_directories" && len(r.Args) == 0 {
 		return c.result(Decision{Status: Allow, Rule: RuleIntrospection, Reason: "Introspection tool is always allowed"})

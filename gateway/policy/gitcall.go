@@ -50,6 +50,7 @@ func (c *call) checkGit() (Evaluation, bool) {
 				v.canon = append(v.canon, u.URL())
 				v.domains = append(v.domains, u.domain())
 			}
+			c.remotesResolved = true
 		}
 		c.setPolicyValue(c.t.ann.Args[i].Name, v.canon)
 	}
@@ -97,6 +98,7 @@ func (c *call) checkPush() (Evaluation, bool) {
 	c.push = &plan
 	v := &c.vals[remoteArg]
 	v.canon, v.domains, v.named = v.canon[:0], v.domains[:0], nil
+	c.remotesResolved = true
 	for _, u := range plan.URLs {
 		v.canon = append(v.canon, u.URL())
 		v.domains = append(v.domains, u.domain())

@@ -63,8 +63,7 @@ func (c *call) checkHardLinks() (Evaluation, bool) {
 	var walkErr error
 	listed := false
 	for i := range c.vals {
-		first := c.rr.first[i]
-		if first == "" || roleDef(first).Category != CategoryPath {
+		if c.rr.kind[i]&argPath == 0 {
 			continue
 		}
 		name := c.t.ann.Args[i].Name

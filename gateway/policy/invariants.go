@@ -11,8 +11,7 @@ func (c *call) checkProtected() (Evaluation, bool) {
 	}
 	sb := c.e.canon.sandbox
 	for i := range c.vals {
-		first := c.rr.first[i]
-		if first == "" || roleDef(first).Category != CategoryPath {
+		if c.rr.kind[i]&argPath == 0 {
 			continue
 		}
 		writes := false

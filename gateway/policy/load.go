@@ -310,7 +310,8 @@ func (e *Engine) addTool(server string, t ToolAnnotation) error {
 	if _, dup := e.tools[key]; dup {
 		return &FileError{Path: "toolName", Err: fmt.Errorf("duplicate tool %q", t.Tool)}
 	}
-	tl := &tool{server: server, name: t.Tool, ann: t, index: make(map[string]int, len(t.Args)), prMerge: isPRMerge(t.Tool)}
+	tl := &tool{server: server, name: t.Tool, ann: t, index: make(map[string]int, len(t.Args)), prMerge: isPRMerge(t.Tool),
+		textServer: e.secrets != nil && e.secrets.textServers[server]}
 	tl.ann.Server = server
 	for i, arg := range t.Args {
 		if _, dup := tl.index[arg.Name]; dup {
@@ -342,6 +343,10 @@ func (e *Engine) addTool(server string, t ToolAnnotation) error {
 		tl.static = &rr
 	}
 	e.tools[key] = tl
+	if e.byName == nil {
+		e.byName = map[toolName]*tool{}
+	}
+	e.byName[toolName{server, t.Tool}] = tl
 	return nil
 }
 

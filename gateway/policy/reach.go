@@ -97,12 +97,11 @@ func (e *Engine) reachable(server string, p string, roles roleSet) bool {
 // the server would refuse it ("path is outside the sandbox") after a human
 // approved it.
 func (c *call) confine(d Decision) Decision {
-	if d.Status == Deny || !c.e.reach.confined[c.req.Server] || c.e.canon.sandbox == "" || !c.rr.anyPath {
+	if d.Status == Deny || !c.rr.anyPath || c.e.canon.sandbox == "" || !c.e.reach.confined[c.req.Server] {
 		return d
 	}
 	for i := range c.vals {
-		first := c.rr.first[i]
-		if first == "" || roleDef(first).Category != CategoryPath {
+		if c.rr.kind[i]&argPath == 0 {
 			continue
 		}
 		for _, p := range c.vals[i].canon {
@@ -150,7 +149,7 @@ func (e *Engine) checkReach() {
 			var dead []string
 			for _, d := range roleList {
 				role := d.Role
-				if d.Category != CategoryPath || !r.paths.roles.has(role) || !r.relevant(role) || !e.serverCarries(srv, r, role) {
+				if d.Category != CategoryPath || !r.paths.roles.has(role) || !r.relevant(setOf1(role)) || !e.serverCarries(srv, r, role) {
 					continue
 				}
 				if e.onlyUnreachable(srv, role, r.paths.within) {

@@ -130,7 +130,37 @@ func (e *Engine) compileRules(p *CompiledPolicy, l *DynamicLists, files fileName
 		r.roleConditioned = r.hasRoles || r.paths != nil || r.domains != nil || len(r.lists) > 0
 		e.rules = append(e.rules, r)
 	}
+	e.indexRules()
 	return nil
+}
+
+// indexRules lists for each tool the rules whose server and tool conditions
+// admit it (tool.rules): the evaluator visits only those, in order, and
+// every rule it skips is one whose matchesNonPath fails for any call of the
+// tool (TestIndexedRulesMatchAll holds the two walks equal).
+func (e *Engine) indexRules() {
+	for _, t := range e.tools {
+		t.rules = t.rules[:0]
+		for i := range e.rules {
+			r := &e.rules[i]
+			if (r.servers == nil || contains(r.servers, t.server)) && (r.tools == nil || contains(r.tools, t.name)) {
+				t.rules = append(t.rules, int32(i))
+			}
+		}
+		t.indexed = true
+	}
+}
+
+// candidates returns the rules a call of c.t can match: the tool's index,
+// or every rule when the tool was added after the rules were indexed.
+func (c *call) candidates(out []int32) []int32 {
+	if c.t.indexed {
+		return c.t.rules
+	}
+	for i := range c.e.rules {
+		out = append(out, int32(i))
+	}
+	return out
 }
 
 func checkRuleRoles(rs []Role) error {
@@ -200,20 +230,21 @@ func (r *rule) decision() Decision {
 	return Decision{Status: r.then, Rule: r.name, Reason: r.reason, Compiled: true}
 }
 
-// relevant reports whether every role condition of r names role.
-func (r *rule) relevant(role Role) bool {
-	if r.hasRoles && !r.roles.has(role) {
+// relevant reports whether every role condition of r names the role of
+// bit (setOf1(role)).
+func (r *rule) relevant(bit roleSet) bool {
+	if r.hasRoles && r.roles&bit == 0 {
 		return false
 	}
-	if r.paths != nil && !r.paths.roles.has(role) {
+	if r.paths != nil && r.paths.roles&bit == 0 {
 		return false
 	}
-	if r.domains != nil && !r.domains.roles.has(role) {
+	if r.domains != nil && r.domains.roles&bit == 0 {
 		return false
 	}
 	if len(r.lists) > 0 {
 		for _, lc := range r.lists {
-			if lc.roles.has(role) {
+			if lc.roles&bit != 0 {
 				return true
 			}
 		}
@@ -231,7 +262,7 @@ func (c *call) evaluateRules() Decision {
 	if len(roles) > 0 {
 		pending := 0
 		for _, r := range roles {
-			if !c.resolved.has(r) {
+			if c.resolved&setOf1(r) == 0 {
 				pending++
 			}
 		}
@@ -239,8 +270,8 @@ func (c *call) evaluateRules() Decision {
 			return Decision{Status: Allow, Rule: RuleSandboxAllow, Reason: "All path roles resolved by sandbox containment"}
 		}
 	} else {
-		for i := range c.e.rules {
-			if c.matches(&c.e.rules[i], "", true) {
+		for _, i := range c.candidates(nil) {
+			if c.matches(&c.e.rules[i], 0, true) {
 				return c.e.rules[i].decision()
 			}
 		}
@@ -250,10 +281,11 @@ func (c *call) evaluateRules() Decision {
 	haveBest := false
 	var escalated []Role
 	for _, role := range roles {
-		if c.resolved.has(role) {
+		bit := setOf1(role)
+		if c.resolved&bit != 0 {
 			continue
 		}
-		d := c.evaluateRole(role)
+		d := c.evaluateRole(role, bit)
 		if d.Status == Deny {
 			return d
 		}
@@ -271,9 +303,8 @@ func (c *call) evaluateRules() Decision {
 }
 
 // roleValues appends to out the canonical values of the arguments carrying
-// role (each once).
-func (c *call) roleValues(role Role, out []string) []string {
-	bit := setOf1(role)
+// the role of bit (each once).
+func (c *call) roleValues(bit roleSet, out []string) []string {
 	for i := range c.vals {
 		if c.rr.perArg[i]&bit != 0 {
 			for _, v := range c.vals[i].canon {
@@ -286,17 +317,19 @@ func (c *call) roleValues(role Role, out []string) []string {
 	return out
 }
 
-func (c *call) evaluateRole(role Role) Decision {
+// evaluateRole runs the rules for role (bit: setOf1(role)).
+func (c *call) evaluateRole(role Role, bit roleSet) Decision {
 	var buf [4]string
-	values := c.roleValues(role, buf[:0])
+	values := c.roleValues(bit, buf[:0])
 	rules := c.e.rules
+	cands := c.candidates(nil)
 	if len(values) == 0 {
-		for i := range rules {
+		for _, i := range cands {
 			r := &rules[i]
-			if r.roleConditioned && !r.relevant(role) {
+			if r.roleConditioned && !r.relevant(bit) {
 				continue
 			}
-			if c.matches(r, role, true) {
+			if c.matches(r, bit, true) {
 				return r.decision()
 			}
 		}
@@ -307,7 +340,7 @@ func (c *call) evaluateRole(role Role) Decision {
 	haveBest := false
 	remaining := values
 	sb := c.e.canon.sandbox
-	if sb != "" && c.req.Server == "filesystem" && def.Category == CategoryPath && c.e.safe.has(role) {
+	if sb != "" && c.req.Server == "filesystem" && def.Category == CategoryPath && c.e.safe&bit != 0 {
 		kept := remaining[:0:0]
 		for _, p := range remaining {
 			if !within(p, sb) && !(role == RoleReadPath && c.e.inReadOnly(c.req.Server, p)) {
@@ -319,18 +352,18 @@ func (c *call) evaluateRole(role Role) Decision {
 		}
 		remaining = kept
 	}
-	for i := range rules {
+	for _, i := range cands {
 		if len(remaining) == 0 {
 			break
 		}
 		r := &rules[i]
-		if r.roleConditioned && !r.relevant(role) {
+		if r.roleConditioned && !r.relevant(bit) {
 			continue
 		}
 		if !c.matchesNonPath(r) {
 			continue
 		}
-		if (r.domains != nil || r.lists != nil) && !c.matches(r, role, false) {
+		if (r.domains != nil || r.lists != nil) && !c.matches(r, bit, false) {
 			continue
 		}
 		var kept []string
@@ -371,16 +404,16 @@ func (c *call) matchesNonPath(r *rule) bool {
 	return true
 }
 
-// matches checks every condition of r. With a role, extraction is scoped to
-// it; withPaths false skips the paths condition (per-value discharge does
-// that part).
-func (c *call) matches(r *rule, role Role, withPaths bool) bool {
+// matches checks every condition of r. With a role (bit: setOf1(role); 0
+// for none), extraction is scoped to it; withPaths false skips the paths
+// condition (per-value discharge does that part).
+func (c *call) matches(r *rule, bit roleSet, withPaths bool) bool {
 	if !c.matchesNonPath(r) {
 		return false
 	}
 	scope := func(roles roleSet) roleSet {
-		if role != "" {
-			return setOf1(role)
+		if bit != 0 {
+			return bit
 		}
 		return roles
 	}
@@ -390,7 +423,7 @@ func (c *call) matches(r *rule, role Role, withPaths bool) bool {
 			if c.rr.perArg[i]&scope(r.paths.roles) == 0 {
 				continue
 			}
-			isPath := c.rr.first[i] != "" && roleDef(c.rr.first[i]).Category == CategoryPath
+			isPath := c.rr.kind[i]&argPath != 0
 			for _, p := range c.vals[i].canon {
 				n++
 				if !isPath || !within(p, r.paths.within) {
@@ -426,8 +459,8 @@ func (c *call) matches(r *rule, role Role, withPaths bool) bool {
 	for li := range r.lists {
 		lc := &r.lists[li]
 		roles := lc.roles
-		if role != "" && lc.roles.has(role) {
-			roles = setOf1(role)
+		if bit != 0 && lc.roles&bit != 0 {
+			roles = bit
 		}
 		if !c.listHolds(lc, roles) {
 			return false
@@ -440,7 +473,7 @@ func (c *call) matches(r *rule, role Role, withPaths bool) bool {
 // in the list (at least one value is required).
 func (c *call) listHolds(lc *listCond, roles roleSet) bool {
 	n := 0
-	for i, a := range c.t.ann.Args {
+	for i := range c.t.ann.Args {
 		if c.rr.perArg[i]&roles == 0 {
 			continue
 		}
@@ -449,7 +482,7 @@ func (c *call) listHolds(lc *listCond, roles roleSet) bool {
 		if c.vals != nil && c.rr.first[i] != "" {
 			vals, doms = c.vals[i].canon, c.vals[i].domains
 		} else {
-			switch x := c.req.Args[a.Name].(type) {
+			switch x := c.arg(i).(type) {
 			case string:
 				vals = []string{x}
 			case []any:

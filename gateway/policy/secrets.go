@@ -203,8 +203,7 @@ func (d Decision) OperatorReason() string {
 func (c *call) checkSpecialHosts() (Evaluation, bool) {
 	p := netpolicy.AddressPolicy{UnsafeAllow: c.e.settings.UnsafeAllowAddresses}
 	for i := range c.vals {
-		first := c.rr.first[i]
-		if first == "" || roleDef(first).Category != CategoryURL {
+		if c.rr.kind[i]&argURL == 0 {
 			continue
 		}
 		for _, d := range c.vals[i].domains {
@@ -237,16 +236,11 @@ func (c *call) scanSecrets() (Decision, bool) {
 	if det == nil {
 		return Decision{}, false
 	}
-	textAll := sc.textServers[c.req.Server] || c.rr.all.has(RoleGitHubOwner) || c.rr.all.has(RoleGitHubRepo)
+	textAll := c.t.textServer || c.rr.all&(bitGitHubOwner|bitGitHubRepo) != 0
 	// A tool that contacts a remote (a URL-role argument, given or
 	// defaulted) sends its branch names there too: a fetch's ref prefixes,
 	// a push's destinations. They are scanned as text.
-	remote := false
-	for i := range c.t.ann.Args {
-		if first := c.rr.first[i]; first != "" && roleDef(first).Category == CategoryURL {
-			remote = true
-		}
-	}
+	remote := c.rr.anyURL
 	var findings []SecretFinding
 	status := Escalate
 	add := func(name string, hits []secretscan.Hit) {
@@ -263,16 +257,13 @@ func (c *call) scanSecrets() (Decision, bool) {
 	}
 	count := 0
 	for i, a := range c.t.ann.Args {
-		isURL := false
-		if first := c.rr.first[i]; first != "" && roleDef(first).Category == CategoryURL {
-			isURL = true
-		}
-		text := textAll || c.rr.perArg[i].has(RoleEmailBody) || (remote && c.rr.perArg[i].has(RoleBranchName))
+		isURL := c.rr.kind[i]&argURL != 0
+		text := textAll || c.rr.perArg[i]&bitEmailBody != 0 || (remote && c.rr.perArg[i]&bitBranchName != 0)
 		if !isURL && !text {
 			continue
 		}
-		raw, present := c.req.Args[a.Name]
-		if !present || raw == nil {
+		raw := c.arg(i)
+		if raw == nil {
 			continue
 		}
 		over := false

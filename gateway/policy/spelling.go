@@ -196,10 +196,10 @@ func (c *call) eachRawPath(fn func(arg, raw string) bool) {
 	n := 0
 	for i, a := range c.t.ann.Args {
 		role := c.rr.first[i]
-		if role == "" || roleDef(role).Canonicalisation != CanonRealpath {
+		if role == "" || c.rr.kind[i]&argRealpath == 0 {
 			continue
 		}
-		switch x := c.req.Args[a.Name].(type) {
+		switch x := c.arg(i).(type) {
 		case string:
 			if n++; n > maxValuesPerCall || fn(a.Name, x) {
 				return
@@ -263,8 +263,7 @@ func (c *call) checkProtectedSpelling() (Evaluation, bool) {
 	}
 	sb := c.e.canon.sandbox
 	for i := range c.vals {
-		first := c.rr.first[i]
-		if first == "" || roleDef(first).Category != CategoryPath {
+		if c.rr.kind[i]&argPath == 0 {
 			continue
 		}
 		for _, p := range c.vals[i].canon {

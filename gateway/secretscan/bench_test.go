@@ -65,6 +65,21 @@ func BenchmarkScanURL(b *testing.B) {
 	reportCPU(b, cpu, 0)
 }
 
+// BenchmarkScanURLClean is an ordinary URL that the prefilter (urlClean)
+// passes without the full scan: the cost a typical fetch pays.
+func BenchmarkScanURLClean(b *testing.B) {
+	d := MustDefault()
+	u := "https://pkg.go.dev/net/url"
+	if d.ScanURL(u) != nil {
+		b.Fatal("hits in a clean URL")
+	}
+	cpu := processCPU()
+	for b.Loop() {
+		d.ScanURL(u)
+	}
+	reportCPU(b, cpu, 0)
+}
+
 // BenchmarkScanPush10MB scans 10 MB of added blobs, as a push would (want <= 100 ms).
 func BenchmarkScanPush10MB(b *testing.B) {
 	text := sourceCorpus(b)

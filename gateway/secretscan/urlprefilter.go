@@ -19,18 +19,18 @@ func (d *Detector) urlClean(raw string) bool {
 	var set ByteSet // of fold(raw)
 	run := 0
 	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if c < 0x21 || c > 0x7e || c == '%' || c == '@' {
+		x := urlCleanBytes[raw[i]]
+		if x == 0 {
 			return false
 		}
-		if isBase64Byte(c) {
+		if x&urlBase64 != 0 {
 			if run++; run >= 16 {
 				return false
 			}
 		} else {
 			run = 0
 		}
-		c = foldURLByte(c)
+		c := x &^ urlBase64
 		set[c>>6] |= 1 << (c & 63)
 	}
 	for _, p := range d.patterns {
@@ -54,6 +54,25 @@ func (d *Detector) urlClean(raw string) bool {
 	}
 	return true
 }
+
+// urlCleanBytes classifies each byte for urlClean's pass: 0 for a byte that
+// rules the prefilter out (controls, space, DEL, non-ASCII, '%', '@'), else
+// foldURLByte of it, with urlBase64 set for a byte of isBase64Byte.
+var urlCleanBytes = func() (t [256]byte) {
+	for c := 0x21; c <= 0x7e; c++ {
+		if c == '%' || c == '@' {
+			continue
+		}
+		t[c] = foldURLByte(byte(c))
+		if isBase64Byte(byte(c)) {
+			t[c] |= urlBase64
+		}
+	}
+	return t
+}()
+
+// urlBase64 marks a base64 byte in urlCleanBytes (folded bytes are below 0x80).
+const urlBase64 = 0x80
 
 // foldURLByte is the fold of urlClean: ASCII letters lower-cased, '+' read as a space.
 func foldURLByte(c byte) byte {

@@ -75,3 +75,22 @@ func FuzzURLPrefilter(f *testing.F) {
 		}
 	})
 }
+
+// TestURLCleanBytesTable: the table urlClean reads holds, for every byte,
+// what the per-byte tests it replaced computed (rule the prefilter out,
+// base64 byte, fold).
+func TestURLCleanBytesTable(t *testing.T) {
+	for i := 0; i < 256; i++ {
+		c := byte(i)
+		x := urlCleanBytes[c]
+		if out := c < 0x21 || c > 0x7e || c == '%' || c == '@'; out != (x == 0) {
+			t.Fatalf("byte %#x: table %#x, rules out %v", c, x, out)
+		}
+		if x == 0 {
+			continue
+		}
+		if (x&urlBase64 != 0) != isBase64Byte(c) || x&^urlBase64 != foldURLByte(c) {
+			t.Fatalf("byte %#x: table %#x, base64 %v, fold %#x", c, x, isBase64Byte(c), foldURLByte(c))
+		}
+	}
+}
