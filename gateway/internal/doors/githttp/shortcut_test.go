@@ -62,6 +62,7 @@ func TestPushReadsTheUpstreamOnce(t *testing.T) {
 		n := len(e.up.requests())
 		e.mustGit(t, work, "push", "-q", "origin", "feature")
 		reqs := e.up.requests()[n:]
+		t.Logf("push %d: upstream requests %q", i, reqs)
 		if got := e.upstreamRef(t, "refs/heads/feature"); got != next {
 			t.Fatalf("upstream feature %s, want %s", got, next)
 		}
