@@ -1,14 +1,17 @@
 package gitmirror
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 
 	"ironcurtain.dev/gateway/gitexec"
+	"ironcurtain.dev/gateway/internal/gitwire"
 )
 
 // UpstreamMirror is the gateway-private bare mirror of one upstream
@@ -103,4 +106,51 @@ func (m *UpstreamMirror) Push(ctx context.Context, refspecs []string, atomic boo
 		return report, fmt.Errorf("pushing to %s: %s", m.s.Redact(m.url), m.s.Redact(err.Error()))
 	}
 	return report, nil
+}
+
+// ErrNoListing is returned by ListForPush for an upstream it cannot list
+// with one request (a local test upstream): the caller refreshes instead.
+var ErrNoListing = errors.New("the upstream's refs cannot be listed for a push with one request")
+
+// ListForPush returns the upstream's receive-pack ref listing with one GET
+// of info/refs?service=git-receive-pack, made by git's own HTTP transport
+// (git remote-https, "list for-push") with the gateway's credentials
+// through the helper, and read strictly (gitwire.ReadHelperRefs). The
+// mirror is not touched.
+func (m *UpstreamMirror) ListForPush(ctx context.Context, maxRefs int) ([]gitwire.AdvertisedRef, error) {
+	if !strings.HasPrefix(m.url, "https://") {
+		return nil, ErrNoListing
+	}
+	o := m.s.Options(m.path)
+	o.Stdin = strings.NewReader("list for-push\n\n")
+	res, err := gitexec.Run(ctx, o, "remote-https", m.url, m.url)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s for a push: %s", m.s.Redact(m.url), m.s.Redact(err.Error()))
+	}
+	refs, err := gitwire.ReadHelperRefs(bytes.NewReader(res.Stdout), "sha1", maxRefs)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s for a push: %w", m.s.Redact(m.url), err)
+	}
+	return refs, nil
+}
+
+// Missing returns the ids among ids that the mirror lacks (one git
+// cat-file --batch-check).
+func (m *UpstreamMirror) Missing(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	o := m.LocalOptions("")
+	o.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
+	res, err := gitexec.Run(ctx, o, "cat-file", "--batch-check=%(objectname)")
+	if err != nil {
+		return nil, fmt.Errorf("checking the mirror's objects: %w", err)
+	}
+	var missing []string
+	for _, l := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		if id, ok := strings.CutSuffix(l, " missing"); ok {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
 }

@@ -91,7 +91,8 @@ const maxFindings = 32
 
 // Scan reads what tips add to the repository of o beyond the objects
 // reachable from exclude (rev-list arguments such as "--all" or
-// "--glob=refs/x/*"; none: everything reachable from tips is new) and scans
+// "--glob=refs/x/*", or object ids the remote has; none: everything
+// reachable from tips is new) and scans
 // it with d. tips must be object ids. An error means the push could not be
 // scanned: callers refuse it.
 func Scan(ctx context.Context, o gitexec.Options, d *secretscan.Detector, tips, exclude []string, lim Limits) (Report, error) {
@@ -105,8 +106,8 @@ func Scan(ctx context.Context, o gitexec.Options, d *secretscan.Detector, tips, 
 		}
 	}
 	for _, x := range exclude {
-		if x != "--all" && x != "--branches" && x != "--tags" && !(strings.HasPrefix(x, "--glob=refs/") && !strings.ContainsAny(x, " \n")) {
-			return Report{}, fmt.Errorf("scanning the push: exclusion %q is not a ref selection", clip(x))
+		if x != "--all" && x != "--branches" && x != "--tags" && !(strings.HasPrefix(x, "--glob=refs/") && !strings.ContainsAny(x, " \n")) && !isObjectID(x) {
+			return Report{}, fmt.Errorf("scanning the push: exclusion %q is not a ref selection or an object id", clip(x))
 		}
 	}
 	objs, rep, err := listNew(ctx, o, tips, exclude, lim)

@@ -254,6 +254,8 @@ func TestScanRefusesBadInput(t *testing.T) {
 		{"ref name as tip", []string{"main"}, nil},
 		{"option as exclusion", []string{tip}, []string{"--output=/tmp/x"}},
 		{"option spelled like a selection", []string{tip}, []string{"--all-match"}},
+		{"abbreviated id as exclusion", []string{tip}, []string{tip[:12]}},
+		{"revision range as exclusion", []string{tip}, []string{tip + ".." + tip}},
 		{"missing object", []string{strings.Repeat("ab", 20)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,6 +263,29 @@ func TestScanRefusesBadInput(t *testing.T) {
 				t.Fatal("want an error")
 			}
 		})
+	}
+}
+
+// TestScanExcludesObjectIDs: an object id the remote has, given as an
+// exclusion, leaves what it reaches unread, and only that.
+func TestScanExcludesObjectIDs(t *testing.T) {
+	d := secretscan.MustDefault()
+	r := newTestRepo(t)
+	base := r.commit(t, "base", map[string][]byte{"config/prod.env": []byte("AWS_ACCESS_KEY_ID=" + awsKeyID + "\n")})
+	tip := r.commit(t, "clean", map[string][]byte{"README": []byte("hello\n")})
+	rep, err := Scan(context.Background(), r.opts(), d, []string{tip}, []string{base}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 0 || rep.Objects == 0 {
+		t.Fatalf("excluding the base: %d objects, findings %v", rep.Objects, rep.Findings)
+	}
+	rep, err = Scan(context.Background(), r.opts(), d, []string{tip}, nil, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 {
+		t.Fatalf("without the exclusion: findings %v, want the key in the base", rep.Findings)
 	}
 }
 

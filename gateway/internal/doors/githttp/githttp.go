@@ -96,12 +96,15 @@ type Config struct {
 	// escalation timeout bounds, nor the upstream push, bounded by the git
 	// server's network timeout).
 	Timeout time.Duration
-	// Fresh is how long after a refresh of the mirror from the upstream a
-	// push is classified against the mirror without refreshing it again
-	// (git asks for the refs just before it pushes). Classification is then
-	// against the refs the client was shown; the upstream push is never
-	// forced, so an upstream that moved in between rejects a
-	// non-fast-forward itself. Negative: refresh at every push.
+	// Fresh is how long the refs a session's receive-pack advertisement
+	// showed (read from the upstream) classify its push without another
+	// request to the upstream (git asks for the refs just before it
+	// pushes), unless the door pushed to the repository since; likewise
+	// how long after a refresh of the mirror a push without them is
+	// classified against the mirror without refreshing it again.
+	// Classification is then against the refs the client was shown; the
+	// upstream push is never forced, so an upstream that moved in between
+	// rejects a non-fast-forward itself. Negative: refresh at every push.
 	Fresh time.Duration
 	// FetchGrant is how long an allowed info/refs?service=git-upload-pack
 	// lets the same session's upload-pack requests for that repository be
@@ -156,6 +159,17 @@ type Handler struct {
 	mu   sync.Mutex
 	fetc map[grantKey]time.Time // fetch grants: until when
 	last map[string]time.Time   // mirrors (by transport URL): last refresh
+	// shown are the upstream refs each session's last receive-pack
+	// advertisement showed, moved when the door last pushed to each
+	// upstream (by transport URL): shown refs read before that are stale.
+	shown map[grantKey]shownRefs
+	moved map[string]time.Time
+}
+
+// shownRefs are the refs of an advertisement and when reading them began.
+type shownRefs struct {
+	refs map[string]string
+	at   time.Time
 }
 
 type grantKey struct{ session, url string }
@@ -190,7 +204,8 @@ func New(cfg Config, d Deps) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{cfg: cfg, d: d, log: log, now: time.Now, fetc: map[grantKey]time.Time{}, last: map[string]time.Time{}}, nil
+	return &Handler{cfg: cfg, d: d, log: log, now: time.Now, fetc: map[grantKey]time.Time{}, last: map[string]time.Time{},
+		shown: map[grantKey]shownRefs{}, moved: map[string]time.Time{}}, nil
 }
 
 // repo is the upstream repository a request names.
@@ -241,7 +256,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case refs && service == "git-upload-pack":
 		h.uploadPackRefs(w, r, sess, rp)
 	case refs:
-		h.receivePackRefs(w, r, rp)
+		h.receivePackRefs(w, r, sess, rp)
 	case service == "git-upload-pack":
 		h.uploadPack(w, r, sess, rp)
 	default:
@@ -395,11 +410,53 @@ func (h *Handler) fresh(url string) bool {
 	return ok && h.now().Sub(t) <= h.cfg.Fresh
 }
 
-// stale forgets the last refresh of the mirror of url.
+// stale forgets the last refresh of the mirror of url and every
+// advertisement of it shown so far: the door pushed to it.
 func (h *Handler) stale(url string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.last, url)
+	h.moved[url] = h.now()
+}
+
+// show keeps the refs a session's advertisement of url showed, read from
+// the upstream from at.
+func (h *Handler) show(session, url string, refs map[string]string, at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	if len(h.shown) > 4096 {
+		for k, s := range h.shown {
+			if now.Sub(s.at) > h.cfg.Fresh {
+				delete(h.shown, k)
+			}
+		}
+		for k, t := range h.moved {
+			if now.Sub(t) > h.cfg.Fresh {
+				delete(h.moved, k)
+			}
+		}
+	}
+	h.shown[grantKey{session, url}] = shownRefs{refs: refs, at: at}
+}
+
+// shownRefs returns the refs the session's last advertisement of url
+// showed, when they were read within Config.Fresh and after the door's
+// last push to url began to complete (never with a negative Fresh).
+func (h *Handler) shownRefs(session, url string) (map[string]string, bool) {
+	if h.cfg.Fresh < 0 {
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.shown[grantKey{session, url}]
+	if !ok || h.now().Sub(s.at) > h.cfg.Fresh {
+		return nil, false
+	}
+	if moved, ok := h.moved[url]; ok && !s.at.After(moved) {
+		return nil, false
+	}
+	return s.refs, true
 }
 
 // egress records the door's own traffic with the upstream for a call (an

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -311,57 +312,68 @@ type classifyError struct{ reason string }
 func (e *classifyError) Error() string { return e.reason }
 
 // classify works out what each command does from the objects: the ref's
-// current value is the mirror's (just refreshed from the upstream), never
-// the old id the client claimed; a fast-forward is an update whose current
-// tip is an ancestor of the new one. New objects must exist (in the
-// quarantine or the mirror), be commits (tags: commits or tag objects) and
-// be connected to what the mirror has.
-func classify(ctx context.Context, m *gitmirror.UpstreamMirror, q *quarantine, cmds []gitwire.Command) ([]policy.RefUpdate, error) {
-	refs, err := mirrorRefs(ctx, m)
-	if err != nil {
-		return nil, err
-	}
+// current value is refs' (the upstream's, as shown to the client or just
+// fetched into the mirror), never the old id the client claimed; a
+// fast-forward is an update whose current tip is an ancestor of the new one,
+// and an update whose current tip the mirror lacks is a force (nothing
+// shows it is a fast-forward). New objects must exist (in the quarantine or
+// the mirror), be commits (tags: commits or tag objects) and be connected
+// to what the mirror has. It also returns the current tips of the updated
+// refs that the mirror holds (what the upstream has).
+func classify(ctx context.Context, m *gitmirror.UpstreamMirror, q *quarantine, cmds []gitwire.Command, refs map[string]string) ([]policy.RefUpdate, []string, error) {
 	o := m.LocalOptions(q.path())
-	var news []string
+	var news, olds []string
 	for _, c := range cmds {
 		if !c.IsDelete() {
 			news = append(news, c.New)
 		}
+		if old, ok := refs[c.Ref]; ok && !slices.Contains(olds, old) {
+			olds = append(olds, old)
+		}
 	}
-	if len(news) > 0 {
+	types := map[string]string{}
+	if ids := append(append([]string(nil), news...), olds...); len(ids) > 0 {
 		bo := o
-		bo.Stdin = strings.NewReader(strings.Join(news, "\n") + "\n")
+		bo.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
 		out, err := gitexec.Run(ctx, bo, "cat-file", "--batch-check=%(objectname) %(objecttype)")
 		if err != nil {
-			return nil, fmt.Errorf("checking the pushed objects: %w", err)
+			return nil, nil, fmt.Errorf("checking the pushed objects: %w", err)
 		}
-		types := map[string]string{}
 		for _, l := range strings.Split(strings.TrimSpace(string(out.Stdout)), "\n") {
 			id, typ, _ := strings.Cut(l, " ")
 			types[id] = typ
 		}
+	}
+	have := func(id string) bool { t := types[id]; return t != "" && t != "missing" }
+	var present []string
+	for _, old := range olds {
+		if have(old) {
+			present = append(present, old)
+		}
+	}
+	if len(news) > 0 {
 		for _, c := range cmds {
 			if c.IsDelete() {
 				continue
 			}
 			typ := types[c.New]
 			switch {
-			case typ == "" || typ == "missing":
-				return nil, &classifyError{fmt.Sprintf("object %s for %s is not in the pack or the repository", c.New, c.Ref)}
+			case !have(c.New):
+				return nil, nil, &classifyError{fmt.Sprintf("object %s for %s is not in the pack or the repository", c.New, c.Ref)}
 			case strings.HasPrefix(c.Ref, "refs/heads/") && typ != "commit":
-				return nil, &classifyError{fmt.Sprintf("%s would point at a %s, not a commit", c.Ref, typ)}
+				return nil, nil, &classifyError{fmt.Sprintf("%s would point at a %s, not a commit", c.Ref, typ)}
 			case strings.HasPrefix(c.Ref, "refs/tags/") && typ != "commit" && typ != "tag":
-				return nil, &classifyError{fmt.Sprintf("%s would point at a %s", c.Ref, typ)}
+				return nil, nil, &classifyError{fmt.Sprintf("%s would point at a %s", c.Ref, typ)}
 			}
 		}
 		args := append([]string{"rev-list", "--objects", "--quiet"}, news...)
-		args = append(args, "--not", "--all")
+		args = append(append(args, "--not", "--all"), present...)
 		if _, err := gitexec.Run(ctx, o, args...); err != nil {
 			var ge *gitexec.Error
 			if errors.As(err, &ge) {
-				return nil, &classifyError{"the pack is incomplete: objects it refers to are missing"}
+				return nil, nil, &classifyError{"the pack is incomplete: objects it refers to are missing"}
 			}
-			return nil, fmt.Errorf("checking connectivity: %w", err)
+			return nil, nil, fmt.Errorf("checking connectivity: %w", err)
 		}
 	}
 	out := make([]policy.RefUpdate, 0, len(cmds))
@@ -380,6 +392,8 @@ func classify(ctx context.Context, m *gitmirror.UpstreamMirror, q *quarantine, c
 			u.Kind = policy.UpdateFastForward
 		case strings.HasPrefix(c.Ref, "refs/tags/"):
 			u.Kind = policy.UpdateForce // any move of an existing tag
+		case !have(old):
+			u.Kind = policy.UpdateForce // the mirror cannot show the update is a fast-forward
 		default:
 			_, err := gitexec.Run(ctx, o, "merge-base", "--is-ancestor", old, c.New)
 			var ge *gitexec.Error
@@ -389,12 +403,12 @@ func classify(ctx context.Context, m *gitmirror.UpstreamMirror, q *quarantine, c
 			case errors.As(err, &ge) && ge.ExitCode == 1:
 				u.Kind = policy.UpdateForce
 			default:
-				return nil, fmt.Errorf("comparing %s with the upstream's: %w", c.Ref, err)
+				return nil, nil, fmt.Errorf("comparing %s with the upstream's: %w", c.Ref, err)
 			}
 		}
 		out = append(out, u)
 	}
-	return out, nil
+	return out, present, nil
 }
 
 // mirrorRefs lists the mirror's branches and tags.

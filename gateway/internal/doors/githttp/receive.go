@@ -27,26 +27,27 @@ var receiveCaps = []string{"report-status", "delete-refs", "side-band-64k", "qui
 const zeroID = "0000000000000000000000000000000000000000"
 
 // receivePackRefs answers info/refs?service=git-receive-pack: the
-// upstream's branches and tags as the mirror has them after a refresh.
-func (h *Handler) receivePackRefs(w http.ResponseWriter, r *http.Request, rp repo) {
+// upstream's branches and tags as its own receive-pack advertisement lists
+// them (one request, gitmirror.UpstreamMirror.ListForPush). The client
+// builds its pack against these refs, so the mirror must hold their
+// objects (a thin pack's bases, the classification's ancestry): when it
+// lacks one, it is refreshed from the upstream now. The refs are kept for
+// the session's push (Handler.show).
+func (h *Handler) receivePackRefs(w http.ResponseWriter, r *http.Request, sess session.Session, rp repo) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
+	start := h.now()
 	m, err := h.d.Mirrors.UpstreamMirror(ctx, rp.transport)
-	if err == nil {
-		err = m.Refresh(ctx)
-	}
-	if err == nil {
-		h.refreshed(rp.transport)
-	}
 	var refs map[string]string
 	if err == nil {
-		refs, err = mirrorRefs(ctx, m)
+		refs, err = h.upstreamRefs(ctx, m, rp)
 	}
 	if err != nil {
 		h.log.Warn("git HTTP door: reading the upstream's refs failed", "repo", rp.url, "err", err)
 		writeRefsError(w, "git-receive-pack", "IronCurtain could not read "+rp.url+" from the upstream; the operator can find the detail in the gateway log")
 		return
 	}
+	h.show(sess.ID, rp.transport, refs, start)
 	adv := make([]gitwire.AdvertisedRef, 0, len(refs))
 	for _, name := range sortedKeys(refs) {
 		adv = append(adv, gitwire.AdvertisedRef{ID: refs[name], Name: name})
@@ -54,6 +55,44 @@ func (h *Handler) receivePackRefs(w http.ResponseWriter, r *http.Request, rp rep
 	w.Header().Set("Content-Type", "application/x-git-receive-pack-advertisement")
 	w.Header().Set("Cache-Control", "no-cache")
 	_, _ = w.Write(gitwire.AppendAdvertisement(nil, "git-receive-pack", adv, receiveCaps, zeroID))
+}
+
+// upstreamRefs reads the upstream's branches and tags for a push and makes
+// sure the mirror holds their objects (refreshing it when it lacks one). An
+// upstream that cannot be listed with one request (a local test upstream)
+// is read by refreshing the mirror.
+func (h *Handler) upstreamRefs(ctx context.Context, m *gitmirror.UpstreamMirror, rp repo) (map[string]string, error) {
+	list, err := m.ListForPush(ctx, 0)
+	if errors.Is(err, gitmirror.ErrNoListing) {
+		if err := m.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		h.refreshed(rp.transport)
+		return mirrorRefs(ctx, m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	refs := make(map[string]string, len(list))
+	ids := make([]string, 0, len(list))
+	for _, ref := range list {
+		if strings.HasPrefix(ref.Name, "refs/heads/") || strings.HasPrefix(ref.Name, "refs/tags/") {
+			refs[ref.Name] = ref.ID
+			ids = append(ids, ref.ID)
+		}
+	}
+	missing, err := m.Missing(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		h.log.Debug("git HTTP door: the mirror lacks advertised objects; refreshing", "repo", rp.url, "missing", len(missing))
+		if err := m.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		h.refreshed(rp.transport)
+	}
+	return refs, nil
 }
 
 // pushState is what one push request has established so far.
@@ -73,6 +112,10 @@ type pushState struct {
 	// names are the secrets in the push's ref names and push options,
 	// found before any request to the upstream (secrets.go).
 	names []secretscan.Hit
+	// olds are the upstream's current tips of the updated refs that the
+	// mirror holds: what the upstream has (excluded from the connectivity
+	// check and the secret scan).
+	olds []string
 }
 
 // receivePack handles one push.
@@ -182,20 +225,32 @@ func (p *pushState) run(ctx, reqCtx context.Context, pr *gitwire.Reader) pushRes
 		id := p.refuse(reqCtx, policy.RuleInvalidArgument, "malformed push request: data after a pack-less command list")
 		return p.allRefs("", "malformed push request (call "+id+")")
 	}
-	// A push whose names hold a secret is decided before any request to
-	// the upstream: it is classified against the mirror as last refreshed
-	// (the upstream push is never forced, so an upstream that moved since
-	// rejects a non-fast-forward itself).
-	if !h.fresh(p.rp.transport) && len(p.names) == 0 {
-		if err := p.m.Refresh(ctx); err != nil {
-			h.log.Warn("git HTTP door: refreshing the mirror failed", "repo", p.rp.url, "err", err)
-			id := p.refuse(reqCtx, policy.RuleInternalError, "the gateway could not read the upstream's refs")
-			return p.allRefs("", "IronCurtain could not read the upstream's refs (call "+id+")")
+	// The push is classified against the refs the session was shown by
+	// its advertisement (read from the upstream within Config.Fresh, no
+	// push to the repository since), else against the mirror refreshed
+	// now. A push whose names hold a secret is decided before any request
+	// to the upstream: without shown refs it is classified against the
+	// mirror as last refreshed. Either way the upstream push is never
+	// forced, so an upstream that moved since rejects a non-fast-forward
+	// itself.
+	refs, shown := h.shownRefs(p.sess.ID, p.rp.transport)
+	if !shown {
+		if !h.fresh(p.rp.transport) && len(p.names) == 0 {
+			if err := p.m.Refresh(ctx); err != nil {
+				h.log.Warn("git HTTP door: refreshing the mirror failed", "repo", p.rp.url, "err", err)
+				id := p.refuse(reqCtx, policy.RuleInternalError, "the gateway could not read the upstream's refs")
+				return p.allRefs("", "IronCurtain could not read the upstream's refs (call "+id+")")
+			}
+			h.refreshed(p.rp.transport)
 		}
-		h.refreshed(p.rp.transport)
+		if refs, err = mirrorRefs(ctx, p.m); err != nil {
+			h.log.Warn("git HTTP door: reading the mirror's refs failed", "repo", p.rp.url, "err", err)
+			id := p.refuse(reqCtx, policy.RuleInternalError, "the push could not be classified")
+			return p.allRefs("", "IronCurtain could not classify the push (call "+id+")")
+		}
 	}
 	received := h.now()
-	p.kinds, err = classify(ctx, p.m, p.q, p.req.Commands)
+	p.kinds, p.olds, err = classify(ctx, p.m, p.q, p.req.Commands, refs)
 	h.log.Debug("git HTTP door: push classified", "repo", p.rp.url, "took", h.now().Sub(received))
 	if err != nil {
 		var ce *classifyError
@@ -275,7 +330,7 @@ func (p *pushState) pushUpstream(ctx context.Context, reports chan<- []gitwire.R
 	p.out.progress("IronCurtain: pushing to " + p.rp.url)
 	start := p.h.now()
 	report, err := p.m.Push(ctx, specs, p.req.Capabilities.Atomic, p.q.path())
-	p.h.stale(p.rp.transport) // the upstream moved: the next push refreshes
+	p.h.stale(p.rp.transport) // the upstream moved: the next push reads it again
 	p.h.egress(ctx, p.rp, "push", start, p.q.size(), err)
 	p.h.log.Debug("git HTTP door: pushed upstream", "repo", p.rp.url, "took", p.h.now().Sub(start), "err", err)
 	refs := parsePorcelain(report, p.req.Commands)

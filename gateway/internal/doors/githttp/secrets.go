@@ -111,7 +111,9 @@ func (p *pushState) scanSecrets(ctx context.Context) ([]secretscan.Hit, map[stri
 	start := p.h.now()
 	o := p.m.LocalOptions(p.q.path())
 	lim := gitscan.Limits{MaxBytes: p.h.cfg.MaxScanBytes} // objects: gitscan.DefaultMaxObjects
-	rep, err := gitscan.Scan(ctx, o, det, tips, []string{"--all"}, lim)
+	// What the upstream has is not read: the mirror's refs and the
+	// upstream's current tips of the updated refs (classify).
+	rep, err := gitscan.Scan(ctx, o, det, tips, append([]string{"--all"}, p.olds...), lim)
 	if err == nil {
 		var tipRep gitscan.Report
 		tipRep, err = gitscan.ScanTips(ctx, o, det, tips, lim)
