@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,8 +25,10 @@ import (
 	"time"
 
 	mcpclient "github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 	"go.yaml.in/yaml/v3"
 
@@ -73,6 +76,7 @@ func runTestLauncher() {
 // benchStack is the gateway side of BenchmarkConfinedModes: the launcher
 // in its own process, and this process as the gateway.
 type benchStack struct {
+	cfg      Config
 	cli      *client.Client
 	tag      string
 	lc       *Client
@@ -100,6 +104,10 @@ func startBenchStack(b *testing.B, names ...string) *benchStack {
 		cfg.Servers[full] = ServerConfig{Image: tag, Args: []string{"/ic-test-server", "-test.run=^$"}, Network: "none",
 			Env: map[string]string{modeVar: "serve"}, MemoryMB: 64, Pids: 32, CPUs: 0.5}
 	}
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	st.cfg = cfg
 	y, err := yaml.Marshal(&cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -252,12 +260,13 @@ func BenchmarkConfinedModes(b *testing.B) {
 	for i := range coldStarts {
 		names = append(names, fmt.Sprintf("cold%d", i))
 	}
-	names = append(names, "img")
+	names = append(names, "img", "stream", "raw")
 	for i := range many {
 		names = append(names, fmt.Sprintf("many%d", i))
 	}
 	st := startBenchStack(b, names...)
-	cold, img, manyNames := st.names[:coldStarts], st.names[coldStarts], st.names[coldStarts+1:]
+	cold, img, stream, raw := st.names[:coldStarts], st.names[coldStarts], st.names[coldStarts+1], st.names[coldStarts+2]
+	manyNames := st.names[coldStarts+3:]
 	ctx := context.Background()
 	exe, _ := os.Executable()
 
@@ -288,11 +297,16 @@ func BenchmarkConfinedModes(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if _, err := direct.Initialize(ictx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION}}); err != nil {
+		initialize(b, direct)
+		// Where image mode's time goes: the same client on the launcher's
+		// stream (no gate), and on a Docker attach of the same hardened
+		// container without the launcher.
+		ls, err := st.lc.Start(ctx, stream)
+		if err != nil {
 			b.Fatal(err)
 		}
-		cancel()
+		viaLauncher := ioClient(b, ls, ls)
+		attached := st.attach(b, raw)
 		cmdSrv, err := external.Start(ctx, external.Config{Name: "cmd", Command: exe, Args: []string{"-test.run=^$"},
 			Env: map[string]string{modeVar: "serve"}}, external.Deps{})
 		if err != nil {
@@ -320,16 +334,9 @@ func BenchmarkConfinedModes(b *testing.B) {
 			name string
 			call func(context.Context) error
 		}{
-			{"direct", func(ctx context.Context) error {
-				req := mcp.CallToolRequest{}
-				req.Params.Name = "echo"
-				req.Params.Arguments = map[string]any{"text": "x"}
-				res, err := direct.CallTool(ctx, req)
-				if err == nil && (res.IsError || len(res.Content) != 1) {
-					err = fmt.Errorf("direct echo: %+v", res)
-				}
-				return err
-			}},
+			{"direct", func(ctx context.Context) error { return echo(ctx, direct) }},
+			{"docker-attach", func(ctx context.Context) error { return echo(ctx, attached) }},
+			{"launcher-stream", func(ctx context.Context) error { return echo(ctx, viaLauncher) }},
 		}
 		for _, m := range []string{"cmd", img, "url"} {
 			tool := m + "__echo"
@@ -375,10 +382,12 @@ func BenchmarkConfinedModes(b *testing.B) {
 				continue
 			}
 			b.ReportMetric(us(med-directMed), m.name+"-share-median-µs")
-			b.Logf("%-8s median %7.0f µs  p99 %7.0f µs  gateway's share: median %+6.0f µs, p99 %+6.0f µs",
+			b.Logf("%-8s median %7.0f µs  p99 %7.0f µs  minus direct: median %+6.0f µs, p99 %+6.0f µs",
 				m.name, us(med), us(p99), us(med-directMed), us(p99-directP99))
 		}
 		_ = direct.Close()
+		_ = viaLauncher.Close()
+		_ = attached.Close()
 		_ = cmdSrv.Close()
 		_ = imgSrv.Close()
 		_ = urlSrv.Close()
@@ -414,4 +423,66 @@ func BenchmarkConfinedModes(b *testing.B) {
 			_ = s.Close()
 		}
 	}
+}
+
+func initialize(b *testing.B, c *mcpclient.Client) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION}}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// ioClient is an initialized MCP client on a server's stdout (r) and stdin
+// (w).
+func ioClient(b *testing.B, r io.Reader, w io.WriteCloser) *mcpclient.Client {
+	b.Helper()
+	c := mcpclient.NewClient(transport.NewIO(r, w, nil))
+	if err := c.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	initialize(b, c)
+	return c
+}
+
+// echo calls the echo tool with a client of its own (no gateway).
+func echo(ctx context.Context, c *mcpclient.Client) error {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "echo"
+	req.Params.Arguments = map[string]any{"text": "x"}
+	res, err := c.CallTool(ctx, req)
+	if err == nil && (res.IsError || len(res.Content) != 1) {
+		err = fmt.Errorf("echo: %+v", res)
+	}
+	return err
+}
+
+// attach creates and starts server name's container with the launcher's
+// hardened spec but without the launcher, attached through the Docker API
+// from this process, and returns a client on it.
+func (st *benchStack) attach(b *testing.B, name string) *mcpclient.Client {
+	b.Helper()
+	ctx := context.Background()
+	created, err := st.cli.ContainerCreate(ctx, BuildSpec(name, st.cfg.Servers[name], "", ""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_, _ = st.cli.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
+	})
+	hj, err := st.cli.ContainerAttach(ctx, created.ID, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(hj.Close)
+	if _, err := st.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, io.Discard, hj.Reader)
+		_ = pw.CloseWithError(err)
+	}()
+	return ioClient(b, pr, hj.Conn)
 }
