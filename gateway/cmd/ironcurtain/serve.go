@@ -170,6 +170,36 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		return err
 	}
 
+	proxyCfg, err := egress.ProxyConfigFrom(&cfg.Egress)
+	if err != nil {
+		return fmt.Errorf("configuring the egress proxy: %w", err)
+	}
+	if proxyCfg.DrainTimeout == 0 || proxyCfg.DrainTimeout > shutdownGrace {
+		if proxyCfg.DrainTimeout > shutdownGrace {
+			log.Warn("egress.drain_timeout exceeds the stop budget; using the shutdown grace", "configured", proxyCfg.DrainTimeout, "used", shutdownGrace)
+		}
+		proxyCfg.DrainTimeout = shutdownGrace
+	}
+	proxyCfg.MaxScanBodyBytes = cfg.Secrets.ProxyBodyLimit()
+	agentLimits, opsLimits := cfg.Agent.AgentLimits(), cfg.Ops.OpsLimits()
+	if err := filePlan(openFiles, st.poolConns(), &agentLimits, &opsLimits, &proxyCfg, log); err != nil { // serve_listeners.go
+		return err
+	}
+	if proxyCfg.Servers, err = serverIdentities(cfg); err != nil {
+		return err
+	}
+	proxy, err := egress.NewProxy(proxyCfg, egress.Deps{Auth: auth, Sink: st.sink, Escalator: st.escalator, Secrets: scan, Registerer: reg, Logger: log.With("component", "egress")})
+	if err != nil {
+		return fmt.Errorf("building the egress proxy: %w", err)
+	}
+	// The proxy listens and serves before any external server starts: an
+	// image server dials it as soon as it runs (its first request at boot).
+	proxyLn, err := listenWith(egress.ListenConfig(), "egress.listen", cfg.Egress.ListenAddr())
+	if err != nil {
+		return err
+	}
+	proxyRun := serveEarly(ctx, "egress proxy", func(ctx context.Context) error { return proxy.Serve(ctx, proxyLn) }, &closers)
+
 	toolMetrics, err := metrics.NewToolCalls(reg)
 	if err != nil {
 		return fmt.Errorf("registering tool-call metrics: %w", err)
@@ -219,29 +249,6 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 	closers.push("model relay", relay.Close)
 
-	proxyCfg, err := egress.ProxyConfigFrom(&cfg.Egress)
-	if err != nil {
-		return fmt.Errorf("configuring the egress proxy: %w", err)
-	}
-	if proxyCfg.DrainTimeout == 0 || proxyCfg.DrainTimeout > shutdownGrace {
-		if proxyCfg.DrainTimeout > shutdownGrace {
-			log.Warn("egress.drain_timeout exceeds the stop budget; using the shutdown grace", "configured", proxyCfg.DrainTimeout, "used", shutdownGrace)
-		}
-		proxyCfg.DrainTimeout = shutdownGrace
-	}
-	proxyCfg.MaxScanBodyBytes = cfg.Secrets.ProxyBodyLimit()
-	agentLimits, opsLimits := cfg.Agent.AgentLimits(), cfg.Ops.OpsLimits()
-	if err := filePlan(openFiles, st.poolConns(), &agentLimits, &opsLimits, &proxyCfg, log); err != nil { // serve_listeners.go
-		return err
-	}
-	if proxyCfg.Servers, err = serverIdentities(cfg); err != nil {
-		return err
-	}
-	proxy, err := egress.NewProxy(proxyCfg, egress.Deps{Auth: auth, Sink: st.sink, Escalator: st.escalator, Secrets: scan, Registerer: reg, Logger: log.With("component", "egress")})
-	if err != nil {
-		return fmt.Errorf("building the egress proxy: %w", err)
-	}
-
 	opsHandler := buildOps(st, operators, scrapers, live, reg, log)
 
 	apiMux := http.NewServeMux()
@@ -273,15 +280,9 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	if err != nil {
 		return err
 	}
-	proxyLn, err := listenWith(egress.ListenConfig(), "egress.listen", cfg.Egress.ListenAddr())
-	if err != nil {
-		apiLn.Close()
-		return err
-	}
 	opsLn, err := listen("ops.listen", cfg.Ops.ListenAddr())
 	if err != nil {
 		apiLn.Close()
-		proxyLn.Close()
 		return err
 	}
 	log.Info("gateway listening", "agent_api", apiLn.Addr().String(), "egress_proxy", proxyLn.Addr().String(), "ops", opsLn.Addr().String(), "version", version, "revision", buildinfo.Get().Revision, "go", buildinfo.Get().GoVersion)
@@ -294,7 +295,6 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	}
 	if err != nil {
 		apiLn.Close()
-		proxyLn.Close()
 		opsLn.Close()
 		return fmt.Errorf("limiting the listeners: %w", err)
 	}
@@ -305,7 +305,7 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 	g.Go(func() error { reloadOnSIGHUP(gctx, live); return nil })
 	g.Go(func() error { return serveHTTP(opsSrv, opsLn, "ops API") })
 	g.Go(func() error {
-		if err := proxy.Serve(gctx, proxyLn); err != nil && !errors.Is(err, context.Canceled) {
+		if err := proxyRun.until(gctx); err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("egress proxy: %w", err)
 		}
 		return nil
@@ -315,6 +315,37 @@ func serve(ctx context.Context, cfgPath string, getenv func(string) string, log 
 		return shutdown(log, st.pg, hub, apiSrv, opsSrv)
 	})
 	return g.Wait()
+}
+
+// earlyRun is a component served before the rest of the gateway is built
+// (the egress proxy: external servers dial it as they start).
+type earlyRun struct {
+	stop context.CancelFunc
+	done chan struct{}
+	err  error
+}
+
+// serveEarly runs run in the background until its context (ctx, or stop)
+// ends; serve's closers stop it and wait for it when serve returns before
+// the listeners run (a later step failed).
+func serveEarly(ctx context.Context, name string, run func(context.Context) error, closers *closeStack) *earlyRun {
+	ctx, cancel := context.WithCancel(ctx)
+	e := &earlyRun{stop: cancel, done: make(chan struct{})}
+	go func() { defer close(e.done); e.err = run(ctx) }()
+	closers.push(name, func() error { e.stop(); <-e.done; return nil })
+	return e
+}
+
+// until waits for e to end on its own, or stops it when ctx ends, and
+// returns its error.
+func (e *earlyRun) until(ctx context.Context) error {
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		e.stop()
+		<-e.done
+	}
+	return e.err
 }
 
 // shutdown stops the agent API, the hub and the ops API together within

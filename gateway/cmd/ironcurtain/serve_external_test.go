@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
@@ -155,5 +159,61 @@ func TestURLServerFromConfig(t *testing.T) {
 	}
 	if _, err := external.Start(context.Background(), external.Config{Name: "sidecar", Transport: tr2}, external.Deps{}); err == nil {
 		t.Fatal("a loopback url: server was reached without unsafe_allow_addresses")
+	}
+}
+
+// bootEgressMode makes the test MCP server (obsMCPServerVar) send one
+// request through the egress proxy before it serves, as a server that
+// fetches something at start-up does, and append the proxy's status line
+// (or the error) to the file bootEgressFileVar names.
+const (
+	bootEgressMode    = "boot-egress"
+	bootEgressProxy   = "IC_SERVE_TEST_PROXY"
+	bootEgressFileVar = "IC_SERVE_TEST_BOOT_FILE"
+)
+
+func bootEgress() {
+	result := func() string {
+		conn, err := net.DialTimeout("tcp", os.Getenv(bootEgressProxy), 5*time.Second)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprint(conn, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return strings.TrimSpace(line)
+	}()
+	f, err := os.OpenFile(os.Getenv(bootEgressFileVar), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err == nil {
+		fmt.Fprintln(f, result)
+		f.Close()
+	}
+}
+
+// TestServeProxyListensBeforeServersStart: an external server's first
+// request at start-up, made before it answers initialize, reaches the
+// egress proxy (which answers it: 407, no identity); the proxy is not
+// started after the servers.
+func TestServeProxyListensBeforeServersStart(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := filepath.Join(t.TempDir(), "boot.txt")
+	startGatewayWith(t, func(g servedGateway) string {
+		return fmt.Sprintf("  notes:\n    command: %s\n    env:\n      %s: %s\n      %s: %s\n      %s: %s\n",
+			exe, obsMCPServerVar, bootEgressMode, bootEgressProxy, g.proxy, bootEgressFileVar, boot)
+	}, "")
+	b, err := os.ReadFile(boot)
+	if err != nil {
+		t.Fatalf("the server made no request at start-up: %v", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	if !strings.HasPrefix(first, "HTTP/1.1 407 ") {
+		t.Fatalf("the server's first request at start-up got %q, want the proxy's 407 (it must listen and serve before servers start)", first)
 	}
 }

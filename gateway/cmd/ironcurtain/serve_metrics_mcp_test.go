@@ -60,7 +60,11 @@ func pinNotesEcho(t *testing.T, policyDir string) string {
 // init runs before TestMain: in the child, serve MCP on stdio and exit
 // without running any test.
 func init() {
-	if os.Getenv(obsMCPServerVar) != "serve" {
+	switch os.Getenv(obsMCPServerVar) {
+	case "serve":
+	case bootEgressMode:
+		bootEgress()
+	default:
 		return
 	}
 	s := server.NewMCPServer("test-notes", "1", server.WithToolCapabilities(true))

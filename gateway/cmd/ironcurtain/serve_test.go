@@ -59,6 +59,14 @@ func startGateway(t *testing.T, extra ...map[string]string) servedGateway {
 // sections appended to the file).
 func startGatewayYAML(t *testing.T, moreYAML string, extra ...map[string]string) servedGateway {
 	t.Helper()
+	return startGatewayWith(t, nil, moreYAML, extra...)
+}
+
+// startGatewayWith is startGatewayYAML with more servers: moreServers
+// returns the entries under servers: (indented by two spaces) for the
+// gateway's addresses (as an external server that dials the proxy needs).
+func startGatewayWith(t *testing.T, moreServers func(servedGateway) string, moreYAML string, extra ...map[string]string) servedGateway {
+	t.Helper()
 	db := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -75,12 +83,16 @@ func startGatewayYAML(t *testing.T, moreYAML string, extra ...map[string]string)
 		t.Fatal(err)
 	}
 	g := servedGateway{api: freeAddr(t), proxy: freeAddr(t), ops: freeAddr(t), sandbox: sandbox}
+	servers := ""
+	if moreServers != nil {
+		servers = moreServers(g)
+	}
 	cfg := fmt.Sprintf(`sandbox: %s
 policy_dir: %s
 servers:
   fetch:
     allowed_domains: [example.com]
-agent:
+%sagent:
   listen: %s
 egress:
   listen: %s
@@ -91,7 +103,7 @@ git:
   mirror_dir: %s
 audit:
   spool_dir: %s
-`, sandbox, policyDir, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool")) + moreYAML
+`, sandbox, policyDir, servers, g.api, g.proxy, g.ops, filepath.Join(dir, "mirror"), filepath.Join(dir, "spool")) + moreYAML
 	cfgPath := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

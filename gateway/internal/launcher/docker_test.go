@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -315,23 +314,6 @@ func TestDockerImageServer(t *testing.T) {
 		}
 	})
 
-	t.Run("direct latency vs image mode", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("figures only")
-		}
-		exe, _ := os.Executable()
-		direct, err := external.Start(ctx, external.Config{Name: "direct", Command: exe, Args: []string{"-test.run=^$"},
-			Env: map[string]string{modeVar: "serve"}}, external.Deps{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer direct.Close()
-		for _, s := range []servers.Server{direct, srv} {
-			med, p99 := latency(t, s, 300)
-			t.Logf("%s: echo median %v p99 %v (300 calls)", map[bool]string{true: "image mode", false: "command mode"}[s == servers.Server(srv)], med, p99)
-		}
-	})
-
 	waitRestart := func(t *testing.T, after string) {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
@@ -380,23 +362,6 @@ func TestDockerImageServer(t *testing.T) {
 	}
 }
 
-func latency(t *testing.T, s servers.Server, n int) (time.Duration, time.Duration) {
-	t.Helper()
-	d := make([]time.Duration, 0, n)
-	for i := 0; i < n; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		began := time.Now()
-		_, err := s.Call(ctx, "echo", map[string]any{"text": "x"})
-		d = append(d, time.Since(began))
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	slices.Sort(d)
-	return d[n/2], d[n*99/100]
-}
-
 func resultText(r servers.Result) string {
 	var b strings.Builder
 	for _, c := range r.Content {
@@ -413,77 +378,12 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// BenchmarkTwentyImageServers starts 20 confined servers through the
-// launcher and reports the cold start per server and the resident memory
-// they add to this process (the adapters and the launcher's pumps; the
-// gateway and the launcher are one process here). Run with -benchtime=1x.
-func BenchmarkTwentyImageServers(b *testing.B) {
-	cli := dockerOrSkip(b)
-	suffix := make([]byte, 4)
-	_, _ = rand.Read(suffix)
-	id := hex.EncodeToString(suffix)
-	tag := "ironcurtain/launcher-test:" + id
-	buildTestImage(b, cli, tag)
-	cfg := &Config{Socket: "/unused", TokenFile: "/unused", Servers: map[string]ServerConfig{}}
-	var names []string
-	for i := range 20 {
-		n := fmt.Sprintf("bench%d-%s", i, id)
-		names = append(names, n)
-		cfg.Servers[n] = ServerConfig{Image: tag, Args: []string{"/ic-test-server", "-test.run=^$"}, Network: "none",
-			Env: map[string]string{modeVar: "serve"}, MemoryMB: 64, Pids: 32, CPUs: 0.1}
-	}
-	if err := cfg.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	sock := filepath.Join(b.TempDir(), "l.sock")
-	ln, err := Listen(sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := New(cfg, testToken, cli, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- l.Serve(ctx, ln) }()
-	defer func() {
-		stop()
-		<-served
-	}()
-	lc := &Client{Socket: sock, Token: testToken}
-	for b.Loop() {
-		debug.FreeOSMemory()
-		before := rssKiB(b)
-		began := time.Now()
-		var srvs []*external.Server
-		for _, n := range names {
-			s, err := external.Start(context.Background(), external.Config{Name: n, Launch: lc.Launcher(n, tag), StartTimeout: time.Minute}, external.Deps{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			srvs = append(srvs, s)
-		}
-		cold := time.Since(began) / time.Duration(len(names))
-		for _, s := range srvs {
-			if len(s.Tools()) != 4 {
-				b.Fatalf("%s lists %d tools", s.Name(), len(s.Tools()))
-			}
-		}
-		debug.FreeOSMemory()
-		grown := rssKiB(b) - before
-		b.ReportMetric(float64(cold.Milliseconds()), "ms-cold-start/server")
-		b.ReportMetric(float64(grown)/float64(len(names)), "RSS-KiB/server")
-		b.ReportMetric(float64(rssKiB(b))/1024, "RSS-MiB-total")
-		for _, s := range srvs {
-			_ = s.Close()
-		}
-	}
-}
-
 // rssKiB is this process's resident set (VmRSS).
-func rssKiB(tb testing.TB) int64 {
-	st, err := os.ReadFile("/proc/self/status")
+func rssKiB(tb testing.TB) int64 { return procRSSKiB(tb, "self") }
+
+// procRSSKiB is the resident set (VmRSS) of process pid ("self": this one).
+func procRSSKiB(tb testing.TB, pid string) int64 {
+	st, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		tb.Fatal(err)
 	}

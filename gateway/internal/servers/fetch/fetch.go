@@ -61,12 +61,13 @@ const (
 )
 
 // Guard is what the server needs of netguard.Guard: the host check made before
-// any DNS lookup, the checked dial, and the address-checked lookup used for a
-// host a human approved.
+// any DNS lookup, the checked dial, and the dial of a host a human approved
+// (off the allowlist, every other check applied: one lookup, every address
+// checked, only a checked address dialed, the socket-level check).
 type Guard interface {
 	CheckHost(h netpolicy.Host) error
 	Dial(ctx context.Context, h netpolicy.Host, port int) (net.Conn, netip.Addr, error)
-	Resolve(ctx context.Context, h netpolicy.Host) ([]netip.Addr, error)
+	DialApproved(ctx context.Context, h netpolicy.Host, port int) (net.Conn, netip.Addr, error)
 }
 
 // Config configures a Server.
@@ -84,8 +85,8 @@ type Config struct {
 	MaxLengthCeiling int
 	// UserAgent is sent with every request; the agent cannot change it.
 	UserAgent string
-	// DialTimeout bounds one dial of an approved host (the Guard bounds its
-	// own dials).
+	// DialTimeout bounds one dial of an approved host (the lookup and the
+	// connection; the Guard also bounds every dial by its own timeout).
 	DialTimeout time.Duration
 	// AllowedPorts are the destination ports a URL may name; empty means
 	// DefaultAllowedPorts.

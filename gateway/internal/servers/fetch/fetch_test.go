@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,16 +23,26 @@ import (
 )
 
 // fakeResolver answers from a table and remembers every name it was asked.
+// A name in rebind answers its first address to the first lookup and the
+// second to every later one (a DNS rebinding attacker's server).
 type fakeResolver struct {
 	mu      sync.Mutex
 	answers map[string][]netip.Addr
+	rebind  map[string][2]netip.Addr
 	asked   []string
 }
 
 func (r *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	first := !slices.Contains(r.asked, host)
 	r.asked = append(r.asked, host)
+	if rb, ok := r.rebind[host]; ok {
+		if first {
+			return []netip.Addr{rb[0]}, nil
+		}
+		return []netip.Addr{rb[1]}, nil
+	}
 	a, ok := r.answers[host]
 	if !ok {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -138,6 +149,12 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 		"meta.example.com":     {netip.MustParseAddr("169.254.169.254")},
 		"lan.example.com":      {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.0.0.7")},
 		"rebind.example.net":   {netip.MustParseAddr("192.168.1.1")},
+	}, rebind: map[string][2]netip.Addr{
+		// public-looking (here: the test server) when checked, then the
+		// cloud metadata address
+		"flip.example.net": {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("169.254.169.254")},
+		"flop.example.net": {netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("127.0.0.1")},
+		"flip.example.com": {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("169.254.169.254")},
 	}}
 	g, err := netguard.NewGuard(netguard.GuardConfig{
 		Allow:     netpolicy.MustParsePatterns("docs.example.com", "*.example.com"),
@@ -380,6 +397,74 @@ func TestFetch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFetchDNSRebinding: a name whose answer changes between lookups (the
+// first answer passes the address policy, later ones point at the metadata
+// service, or the reverse). Allowlisted or approved by a human, the host is
+// looked up exactly once per connection and the connection goes to the
+// address that was checked; a refused first answer is not retried.
+func TestFetchDNSRebinding(t *testing.T) {
+	tests := []struct {
+		name     string
+		host     string
+		approved bool
+		isError  bool
+		want     string
+		hits     int64
+	}{
+		{name: "approved host: the checked answer is dialed", host: "flip.example.net", approved: true, want: "0123456789", hits: 1},
+		{name: "approved host: a refused first answer is not looked up again", host: "flop.example.net", approved: true, isError: true, want: "private or internal"},
+		{name: "allowlisted host: the checked answer is dialed", host: "flip.example.com", want: "0123456789", hits: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Config{})
+			ctx := servers.WithCallInfo(context.Background(), servers.CallInfo{CallID: "c", SessionID: "s", Approved: tt.approved})
+			call := func() servers.Result {
+				t.Helper()
+				res, err := f.srv.Call(ctx, ToolName, map[string]any{"url": f.url(tt.host, "/plain")})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			if res := call(); res.IsError != tt.isError || !strings.Contains(res.Content[0].Text, tt.want) {
+				t.Fatalf("first call: %+v, want error %v containing %q", res, tt.isError, tt.want)
+			}
+			if n := countOf(f.resolver.lookups(), tt.host); n != 1 {
+				t.Fatalf("%s was looked up %d times in one call, want 1", tt.host, n)
+			}
+			if got := f.hits.Load(); got != tt.hits {
+				t.Fatalf("server hits = %d, want %d", got, tt.hits)
+			}
+			if !tt.isError {
+				// A new call looks up again and gets the rebound answer:
+				// refused, never dialed.
+				if res := call(); !res.IsError || !strings.Contains(res.Content[0].Text, "private or internal") {
+					t.Fatalf("second call, after the rebinding: %+v, want refused", res)
+				}
+				if got := f.hits.Load(); got != tt.hits {
+					t.Errorf("server hits = %d, want %d (the rebound address was dialed)", got, tt.hits)
+				}
+			}
+			for _, ev := range f.sink.all() {
+				if ev.ResolvedIP == "169.254.169.254" && ev.Decision == "allow" {
+					t.Errorf("allowed a connection to the rebound address: %+v", ev)
+				}
+			}
+		})
+	}
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, s := range xs {
+		if s == x {
+			n++
+		}
+	}
+	return n
 }
 
 func TestFetchRefusedNameNeverReachesDNS(t *testing.T) {

@@ -104,27 +104,19 @@ func (s *Server) transport(approved netpolicy.Host) *http.Transport {
 	}
 }
 
-// dialApproved dials a host a human approved for this call: it is not on the
-// allowlist, but its addresses must still pass the Guard's address policy,
-// and only a checked address is dialed.
+// dialApproved dials a host a human approved for this call through the
+// Guard's one path for it (netguard.Guard.DialApproved): it is not on the
+// allowlist, but it is looked up once, every address must pass the Guard's
+// address policy, and only a checked address is dialed (checked again at
+// the socket).
 func (s *Server) dialApproved(ctx context.Context, h netpolicy.Host, port int) (net.Conn, error) {
-	addrs, err := s.guard.Resolve(ctx, h)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+	defer cancel()
+	c, _, err := s.guard.DialApproved(ctx, h, port)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dialing approved host %s: %w", h, err)
 	}
-	d := net.Dialer{Timeout: s.cfg.DialTimeout}
-	var last error
-	for _, a := range addrs {
-		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
-		if err == nil {
-			return c, nil
-		}
-		last = err
-	}
-	if last == nil {
-		last = netguard.ErrResolve
-	}
-	return nil, fmt.Errorf("dialing approved host %s: %w", h, last)
+	return c, nil
 }
 
 // hop makes one request. It returns the page, or the next URL for a
