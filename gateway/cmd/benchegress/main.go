@@ -62,6 +62,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.smokescreen, "smokescreen", "", "smokescreen binary (empty: left out)")
 	flag.StringVar(&o.squid, "squid", "", "squid binary (empty: left out)")
+	flag.StringVar(&o.baseline, "baseline", "", "a benchegress binary built from another commit: its proxy runs as path \"base\" beside ours (before/after in one interleaved run)")
 	flag.BoolVar(&o.bare, "bare", true, "also run the bare relay: a Go CONNECT relay with nothing else, the machine's floor")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions")
 	flag.Int64Var(&o.bytes, "bytes", 1<<30, "bytes of the one-stream run (the multi-stream run moves the same in all)")
@@ -87,6 +88,7 @@ func main() {
 
 type options struct {
 	smokescreen, squid string
+	baseline           string // another build's benchegress: its "ours" runs as path "base"
 	bare               bool
 	reps               int
 	bytes              int64

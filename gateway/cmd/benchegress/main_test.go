@@ -34,8 +34,8 @@ func TestHarnessSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := out.String()
-	if !strings.Contains(table, "|  ours/smokescreen|  bare/smokescreen|") {
-		t.Errorf("table lacks the two ratio columns:\n%s", table)
+	if head := tableLine(table, "workload"); !slices.Equal(head[len(head)-3:], []string{"ours/smokescreen", "bare/smokescreen", "ours/bare"}) {
+		t.Errorf("table lacks the three ratio columns:\n%s", table)
 	}
 	for _, row := range []string{"1 stream, MB/s", "4 streams, MB/s", "connect+1st byte, 4 worker(s), p99 ms", "connect+1st byte, 1 worker(s), proxy CPU µs/conn", "RSS with 20 idle tunnels, MiB"} {
 		line := tableLine(table, row)
@@ -43,9 +43,9 @@ func TestHarnessSmoke(t *testing.T) {
 			t.Errorf("table lacks row %q:\n%s", row, table)
 			continue
 		}
-		// workload | direct | ours | bare | the two ratios (no smokescreen: "-")
-		if len(line) != 6 {
-			t.Errorf("row %q: %d cells %q, want 6", row, len(line), line)
+		// workload | direct | ours | bare | the three ratios (no smokescreen: "-")
+		if len(line) != 7 {
+			t.Errorf("row %q: %d cells %q, want 7", row, len(line), line)
 			continue
 		}
 		rss := strings.HasPrefix(row, "RSS")
@@ -122,7 +122,9 @@ func tableLine(table, row string) []string {
 }
 
 // The table has a ratio column for ours and, when the bare relay ran, one
-// for it, each against smokescreen and in the row's direction.
+// for it, each against smokescreen, and one for ours against the bare relay;
+// with a baseline build, one for ours against it; each in the row's
+// direction.
 func TestPrintRatioColumns(t *testing.T) {
 	var r results
 	for _, v := range []struct {
@@ -139,9 +141,9 @@ func TestPrintRatioColumns(t *testing.T) {
 		row  string
 		want []string
 	}{
-		{"workload", []string{"workload", "direct", "ours", "bare", "smokescreen", "ours/smokescreen", "bare/smokescreen"}},
-		{"rate", []string{"rate", "400.00", "150.00", "200.00", "100.00", "1.50x (1.50-1.50)", "2.00x (2.00-2.00)"}},
-		{"p50", []string{"p50", "0.50", "2.00", "1.00", "4.00", "2.00x (2.00-2.00)", "4.00x (4.00-4.00)"}},
+		{"workload", []string{"workload", "direct", "ours", "bare", "smokescreen", "ours/smokescreen", "bare/smokescreen", "ours/bare"}},
+		{"rate", []string{"rate", "400.00", "150.00", "200.00", "100.00", "1.50x (1.50-1.50)", "2.00x (2.00-2.00)", "0.75x (0.75-0.75)"}},
+		{"p50", []string{"p50", "0.50", "2.00", "1.00", "4.00", "2.00x (2.00-2.00)", "4.00x (4.00-4.00)", "0.50x (0.50-0.50)"}},
 	} {
 		if got := tableLine(table, tc.row); !slices.Equal(got, tc.want) {
 			t.Errorf("row %s: %q, want %q\n%s", tc.row, got, tc.want, table)
@@ -155,6 +157,13 @@ func TestPrintRatioColumns(t *testing.T) {
 	r2.print(&out, options{reps: 1})
 	if got, want := tableLine(out.String(), "rate"), []string{"rate", "120.00", "100.00", "1.20x (1.20-1.20)"}; !slices.Equal(got, want) {
 		t.Errorf("without bare: %q, want %q", got, want)
+	}
+	// With a baseline build, a column for ours against it.
+	r2.add("rate", "base", 80, higher)
+	out.Reset()
+	r2.print(&out, options{reps: 1})
+	if got, want := tableLine(out.String(), "rate"), []string{"rate", "120.00", "80.00", "100.00", "1.20x (1.20-1.20)", "1.50x (1.50-1.50)"}; !slices.Equal(got, want) {
+		t.Errorf("with a baseline: %q, want %q", got, want)
 	}
 }
 

@@ -35,7 +35,7 @@ func (p *proc) stop() {
 	_ = p.log.Close()
 }
 
-// startProxies starts ours, and the bare relay, smokescreen and Squid when
+// startProxies starts ours, and a baseline build of ours, the bare relay, smokescreen and Squid when
 // configured, each on a free loopback port, and waits until each accepts
 // connections.
 func startProxies(o options, self string, upPort, rep int) ([]*proc, error) {
@@ -71,6 +71,17 @@ func startProxies(o options, self string, upPort, rep int) ([]*proc, error) {
 		"-audit", filepath.Join(o.dir, fmt.Sprintf("ours-audit-%d.jsonl", rep)))
 	if err := start("ours", cmd, addr); err != nil {
 		return fail(err)
+	}
+	if o.baseline != "" {
+		addr, err := freeAddr()
+		if err != nil {
+			return fail(err)
+		}
+		cmd := exec.Command(o.baseline, "ours", "-listen", addr, "-port", strconv.Itoa(upPort),
+			"-audit", filepath.Join(o.dir, fmt.Sprintf("base-audit-%d.jsonl", rep)))
+		if err := start("base", cmd, addr); err != nil {
+			return fail(err)
+		}
 	}
 	if o.bare {
 		addr, err := freeAddr()

@@ -71,22 +71,26 @@ func median(v []float64) float64 {
 // as the median (min–max) of the per-repetition ratios.
 func (r *results) print(out io.Writer, o options) {
 	paths := []string{}
-	for _, p := range []string{"direct", "ours", "bare", "smokescreen", "squid"} {
+	for _, p := range []string{"direct", "ours", "base", "bare", "smokescreen", "squid"} {
 		if slices.Contains(r.paths, p) {
 			paths = append(paths, p)
 		}
 	}
-	// The ratio columns: ours against smokescreen, and the bare relay's
-	// (the floor) when it ran.
-	against := []string{"ours"}
+	// The ratio columns: ours against smokescreen; when the bare relay ran,
+	// its own against smokescreen and ours against it (the floor); when a
+	// baseline build of ours ran (-baseline), ours against it.
+	pairs := [][2]string{{"ours", "smokescreen"}}
 	if slices.Contains(paths, "bare") {
-		against = append(against, "bare")
+		pairs = append(pairs, [2]string{"bare", "smokescreen"}, [2]string{"ours", "bare"})
+	}
+	if slices.Contains(paths, "base") {
+		pairs = append(pairs, [2]string{"ours", "base"})
 	}
 	heads := []string{}
-	for _, a := range against {
-		heads = append(heads, a+"/smokescreen")
+	for _, pr := range pairs {
+		heads = append(heads, pr[0]+"/"+pr[1])
 	}
-	fmt.Fprintf(out, "bench-egress: %d repetitions, interleaved; medians over repetitions; ratio = ours (or the bare relay) vs smokescreen, > 1 is better (median, min-max of the per-repetition ratios)\n\n", o.reps)
+	fmt.Fprintf(out, "bench-egress: %d repetitions, interleaved; medians over repetitions; ratio = a vs b, > 1 is a better (median, min-max of the per-repetition ratios)\n\n", o.reps)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
 	fmt.Fprintf(tw, "%s\t%s\t%s\t\n", "workload", strings.Join(paths, "\t"), strings.Join(heads, "\t"))
 	for _, row := range r.rows {
@@ -99,8 +103,8 @@ func (r *results) print(out io.Writer, o options) {
 			}
 			cells = append(cells, fmt.Sprintf("%.2f", median(v)))
 		}
-		for _, a := range against {
-			if rs := r.ratios(row, a, "smokescreen"); len(rs) > 0 {
+		for _, pr := range pairs {
+			if rs := r.ratios(row, pr[0], pr[1]); len(rs) > 0 {
 				cells = append(cells, fmt.Sprintf("%.2fx (%.2f-%.2f)", median(rs), slices.Min(rs), slices.Max(rs)))
 			} else {
 				cells = append(cells, "-")

@@ -82,7 +82,13 @@ func (j *JSONL) Record(ctx context.Context, e Event) error {
 	if err != nil {
 		return fmt.Errorf("recording audit event: %w", err)
 	}
-	body, err := json.Marshal(StoredEvent(e, j.limits))
+	var body []byte
+	stored := StoredEvent(e, j.limits)
+	if ev, ok := stored.(*EgressEvent); ok { // one row per tunnel: no reflection
+		body, err = appendEgressJSON(make([]byte, 0, 384), ev)
+	} else {
+		body, err = json.Marshal(stored)
+	}
 	if err != nil {
 		return fmt.Errorf("recording audit event: encoding: %w", err)
 	}

@@ -215,10 +215,15 @@ func (f *front) serveConn(c net.Conn) {
 	w := &frontWriter{c: c, br: br, header: http.Header{}, lim: f.lim, idle: f.p.cfg.IdleTimeout}
 	f.p.ServeHTTP(w, req)
 	cancel()
-	if !w.hijacked {
+	switch {
+	case !w.hijacked:
 		w.finish()
 		f.release(br)
 		_ = c.Close()
+	case !w.keptReader:
+		// The handler took the connection with nothing buffered: it never
+		// got br (Hijack), so br goes back to the pool.
+		f.release(br)
 	}
 	f.untrack(c)
 }
@@ -247,7 +252,13 @@ func frontServes(req *http.Request, head []byte) bool {
 	// http.ReadRequest drops the Host header fields (a CONNECT's host is
 	// its target); http.Server checks them first. Read them from the head
 	// with the parser that read the other fields.
-	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
+	br := frontReaders.Get().(*bufio.Reader)
+	br.Reset(bytes.NewReader(head))
+	defer func() {
+		br.Reset(nil)
+		frontReaders.Put(br)
+	}()
+	tp := textproto.NewReader(br)
 	if _, err := tp.ReadLine(); err != nil {
 		return false
 	}
@@ -374,6 +385,10 @@ type frontWriter struct {
 	code     int
 	body     bytes.Buffer
 	hijacked bool
+	// keptReader: br held bytes the client sent after its head when the
+	// handler hijacked, so the handler reads them from br, which is then
+	// its own (not pooled again).
+	keptReader bool
 }
 
 func (w *frontWriter) Header() http.Header { return w.header }
@@ -412,7 +427,15 @@ func (w *frontWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	w.hijacked = true
 	w.lim.ConnState(w.c, http.StateHijacked)
-	return w.c, bufio.NewReadWriter(w.br, bufio.NewWriterSize(w.c, 64)), nil
+	r := w.br
+	if w.br.Buffered() == 0 {
+		// Nothing buffered: the handler reads the connection itself, and
+		// br, which no one else holds, goes back to the pool (serveConn).
+		r = bufio.NewReaderSize(w.c, 16)
+	} else {
+		w.keptReader = true
+	}
+	return w.c, bufio.NewReadWriter(r, bufio.NewWriterSize(w.c, 64)), nil
 }
 
 // finish writes the answer of a handler that did not hijack.

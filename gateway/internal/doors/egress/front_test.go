@@ -15,6 +15,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/escalation"
 	"ironcurtain.dev/gateway/internal/netguard/netguardtest"
+	"ironcurtain.dev/gateway/internal/netlimit"
 	"ironcurtain.dev/gateway/internal/session"
 )
 
@@ -317,5 +318,49 @@ func TestFrontShutdown(t *testing.T) {
 		if !closedWithin(c, time.Second) {
 			t.Fatalf("connection %d still open after shutdown", i)
 		}
+	}
+}
+
+// A CONNECT hijacked with nothing buffered after its head gives the
+// handler a reader of its own, so the front's pooled reader goes back to
+// the pool (no one else holds it); one hijacked with bytes buffered hands
+// over the front's reader, which then stays the handler's.
+func TestFrontWriterHijackReader(t *testing.T) {
+	lim, err := netlimit.New(netlimit.Limits{MaxConns: 4, MaxPerClient: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		sent     string
+		wantKept bool
+	}{
+		{"nothing buffered", "CONNECT a:443 HTTP/1.1\r\n\r\n", false},
+		{"bytes buffered", "CONNECT a:443 HTTP/1.1\r\n\r\nearly", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := net.Pipe()
+			defer a.Close()
+			defer b.Close()
+			go func() { _, _ = io.WriteString(b, tc.sent) }()
+			br := bufio.NewReaderSize(a, frontHeadBufSize)
+			if _, err := http.ReadRequest(br); err != nil {
+				t.Fatal(err)
+			}
+			w := &frontWriter{c: a, br: br, header: http.Header{}, lim: lim, idle: time.Second}
+			_, brw, err := w.Hijack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.keptReader != tc.wantKept || (brw.Reader == br) != tc.wantKept {
+				t.Fatalf("keptReader %v, handler got the front's reader %v; want both %v", w.keptReader, brw.Reader == br, tc.wantKept)
+			}
+			if tc.wantKept {
+				rest := make([]byte, len("early"))
+				if _, err := io.ReadFull(brw.Reader, rest); err != nil || string(rest) != "early" {
+					t.Fatalf("buffered bytes %q, %v", rest, err)
+				}
+			}
+		})
 	}
 }

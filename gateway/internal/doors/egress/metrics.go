@@ -23,6 +23,19 @@ type metrics struct {
 	auditFailures prometheus.Counter
 	authFailures  prometheus.Counter
 	secrets       *prometheus.CounterVec
+
+	// The children every tunnel's end updates, looked up once (a
+	// CounterVec lookup hashes its label values on every call).
+	up, down prometheus.Counter
+	finished map[[2]string]prometheus.Counter // kind, decision
+}
+
+// finishedCounter is requests{kind, decision}.
+func (m *metrics) finishedCounter(kind, decision string) prometheus.Counter {
+	if c, ok := m.finished[[2]string{kind, decision}]; ok {
+		return c
+	}
+	return m.requests.WithLabelValues(kind, decision)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,6 +47,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		auditFailures: promkit.Counter("ironcurtain_egress_audit_failures_total", "Egress events the audit sink failed to store (new egress is refused until a write succeeds)."),
 		authFailures:  promkit.Counter("ironcurtain_egress_auth_failures_total", "Proxy requests without a valid agent token (recorded as one audit row per source per minute)."),
 		secrets:       promkit.CounterVec("ironcurtain_egress_secret_findings_total", "Secrets found in what the egress proxy was asked to send (host names, plain-HTTP URLs, headers, bodies), by detector kind.", "kind"),
+	}
+	m.up, m.down = m.bytes.WithLabelValues("up"), m.bytes.WithLabelValues("down")
+	m.finished = map[[2]string]prometheus.Counter{}
+	for _, k := range []string{"connect", "http"} {
+		for _, d := range []string{decisionAllow, decisionDeny} {
+			m.finished[[2]string{k, d}] = m.requests.WithLabelValues(k, d)
+		}
 	}
 	// Every kind is exported at 0 from the start, so the first finding is an
 	// increase an alert can see.

@@ -189,7 +189,7 @@ func (p *Proxy) finish(st *reqState) {
 	}
 	ev := st.event()
 	endSpan(st.span, ev)
-	p.metrics.requests.WithLabelValues(ev.Kind, ev.Decision).Inc()
+	p.metrics.finishedCounter(ev.Kind, ev.Decision).Inc()
 	if ev.Rule == ruleAuth && ev.SessionID == "" {
 		// No session: a stranger or a misconfigured client. Counted, and written as one
 		// row per source per minute (runAuthFlusher), never one row per request.
@@ -197,8 +197,8 @@ func (p *Proxy) finish(st *reqState) {
 		p.authFails.add(st.client, ev.Reason, st.start)
 		return
 	}
-	p.metrics.bytes.WithLabelValues("up").Add(float64(ev.BytesUp))
-	p.metrics.bytes.WithLabelValues("down").Add(float64(ev.BytesDown))
+	p.metrics.up.Add(float64(ev.BytesUp))
+	p.metrics.down.Add(float64(ev.BytesDown))
 	if err := p.rec.Record(ev); err != nil { // a failure refuses new egress (gate.Recorder)
 		p.metrics.auditFailures.Inc()
 		// Keep the event in the log so it is not lost altogether.

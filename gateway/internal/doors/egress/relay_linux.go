@@ -135,6 +135,13 @@ type relayCarrier struct {
 	pipe   *relayPipe
 	inPipe int
 	buf    *[]byte
+
+	// drain's state between it and its write callback (writeReady), kept
+	// here so that a burst allocates nothing: off and m say what to write,
+	// w and werr what the last write did.
+	off, m, w int
+	werr      error
+	writeFn   func(fd uintptr) bool // c.writeReady, bound once per direction
 }
 
 // take gets a pipe when one is free (and splice is not ruled out), else a
@@ -256,31 +263,37 @@ func socketRelay(dst, src net.Conn, n, last *atomic.Int64) error {
 func (c *relayCarrier) drain(rc interface {
 	Write(func(fd uintptr) bool) error
 }, k int, n, last *atomic.Int64) error {
-	for off := 0; off < k; {
-		var w int
-		var werr error
-		if err := rc.Write(func(fd uintptr) bool {
-			for {
-				w, werr = c.put(int(fd), off, k-off)
-				if werr != unix.EINTR {
-					break
-				}
-			}
-			return werr != unix.EAGAIN
-		}); err != nil {
+	if c.writeFn == nil {
+		c.writeFn = c.writeReady
+	}
+	for c.off = 0; c.off < k; {
+		c.m = k - c.off
+		if err := rc.Write(c.writeFn); err != nil {
 			return err
 		}
-		if werr != nil {
-			return werr
+		if c.werr != nil {
+			return c.werr
 		}
-		if w <= 0 {
+		if c.w <= 0 {
 			return io.ErrShortWrite
 		}
-		off += w
-		n.Add(int64(w))
+		c.off += c.w
+		n.Add(int64(c.w))
 		last.Store(time.Now().UnixNano())
 	}
 	return nil
+}
+
+// writeReady is drain's callback: one write of c.m bytes from c.off, done
+// (true) unless the socket would block.
+func (c *relayCarrier) writeReady(fd uintptr) bool {
+	for {
+		c.w, c.werr = c.put(int(fd), c.off, c.m)
+		if c.werr != unix.EINTR {
+			break
+		}
+	}
+	return c.werr != unix.EAGAIN
 }
 
 // put writes up to m of c's bytes to the socket fd: from the pipe (its

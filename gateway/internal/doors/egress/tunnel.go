@@ -207,46 +207,61 @@ func (c *replayConn) Close() error                { return nil }
 // through, or a buffer, held only while bytes are in flight); elsewhere it
 // is pipe. Both note the activity after every read and write.
 func (p *Proxy) relay(st *reqState, client, target net.Conn) error {
-	c, t := rawConn(client), rawConn(target)
-	var last atomic.Int64
-	last.Store(time.Now().UnixNano())
-	var idled atomic.Bool
-	idle := p.cfg.IdleTimeout
-	var watchdog *time.Timer
-	watchdog = time.AfterFunc(idle, func() {
-		if since := time.Since(time.Unix(0, last.Load())); since < idle {
-			watchdog.Reset(idle - since)
-			return
-		}
-		idled.Store(true)
-		_ = c.Close()
-		_ = t.Close()
-	})
-	defer watchdog.Stop()
-	copyFn := pipe
-	if isTCP(c) && isTCP(t) {
-		copyFn = socketRelay
+	// One allocation holds the relay's shared state (the activity clock,
+	// the watchdog, the directions' outcomes) rather than one per variable
+	// the closures would capture.
+	r := &tunnelRelay{c: rawConn(client), t: rawConn(target), idle: p.cfg.IdleTimeout, errs: make(chan error, 2)}
+	r.last.Store(time.Now().UnixNano())
+	r.watchdog = time.AfterFunc(r.idle, r.expire)
+	defer r.watchdog.Stop()
+	r.copyFn = pipe
+	if isTCP(r.c) && isTCP(r.t) {
+		r.copyFn = socketRelay
 	}
-	// A direction that fails closes both sockets (after queueing its error,
-	// so that the other direction's "closed" error comes second). The
-	// download direction runs on this goroutine: an idle tunnel costs one
-	// goroutine less.
-	errs := make(chan error, 2)
-	copyDir := func(dst, src net.Conn, n *atomic.Int64) {
-		err := copyFn(dst, src, n, &last)
-		errs <- err
-		if err != nil {
-			_ = c.Close()
-			_ = t.Close()
-		}
-	}
-	go copyDir(t, c, &st.up)
-	copyDir(c, t, &st.down)
-	err := tunnelErr(<-errs, <-errs)
-	if idled.Load() {
+	// The download direction runs on this goroutine: an idle tunnel costs
+	// one goroutine less.
+	go r.direction(r.t, r.c, &st.up)
+	r.direction(r.c, r.t, &st.down)
+	err := tunnelErr(<-r.errs, <-r.errs)
+	if r.idled.Load() {
 		return errIdle
 	}
 	return err
+}
+
+// tunnelRelay is one tunnel's relay (Proxy.relay).
+type tunnelRelay struct {
+	c, t     net.Conn // client and target, unwrapped
+	idle     time.Duration
+	last     atomic.Int64 // UnixNano of the last read or write either way
+	idled    atomic.Bool
+	watchdog *time.Timer
+	copyFn   func(dst, src net.Conn, n, last *atomic.Int64) error
+	errs     chan error // each direction's outcome, in the order they end
+}
+
+// expire is the watchdog: it closes both sockets once no data moved
+// either way for idle, and otherwise waits for the rest of it.
+func (r *tunnelRelay) expire() {
+	if since := time.Since(time.Unix(0, r.last.Load())); since < r.idle {
+		r.watchdog.Reset(r.idle - since)
+		return
+	}
+	r.idled.Store(true)
+	_ = r.c.Close()
+	_ = r.t.Close()
+}
+
+// direction relays src to dst. One that fails closes both sockets (after
+// queueing its error, so that the other direction's "closed" error comes
+// second).
+func (r *tunnelRelay) direction(dst, src net.Conn, n *atomic.Int64) {
+	err := r.copyFn(dst, src, n, &r.last)
+	r.errs <- err
+	if err != nil {
+		_ = r.c.Close()
+		_ = r.t.Close()
+	}
 }
 
 // tunnelErr is a tunnel's outcome from its two directions' ends, in the
