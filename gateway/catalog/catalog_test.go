@@ -172,6 +172,34 @@ func TestSnippet(t *testing.T) {
 	}
 }
 
+func TestImageRunner(t *testing.T) {
+	for _, tt := range []struct {
+		cmd              string
+		args             []string
+		runtime, pkg     string
+		serverArgs       []string
+		name, pkgVersion string
+	}{
+		{"npx", []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/data"}, "node", "@modelcontextprotocol/server-filesystem", []string{"/srv/data"}, "@modelcontextprotocol/server-filesystem", ""},
+		{"/usr/bin/npx", []string{"-y", "@scope/x@1.2.3"}, "node", "@scope/x@1.2.3", []string{}, "@scope/x", "1.2.3"},
+		{"uvx", []string{"mcp-server-time==2025.1", "--local-timezone", "UTC"}, "python", "mcp-server-time==2025.1", []string{"--local-timezone", "UTC"}, "mcp-server-time", "2025.1"},
+		{"/usr/local/bin/github-mcp-server", []string{"stdio"}, "", "", []string{"stdio"}, "", ""},
+		{"npx", []string{"-y"}, "node", "", nil, "", ""},
+	} {
+		v := &Version{Command: tt.cmd, Args: tt.args}
+		runtime, pkg, args := v.ImageRunner()
+		if runtime != tt.runtime || pkg != tt.pkg || strings.Join(args, " ") != strings.Join(tt.serverArgs, " ") {
+			t.Errorf("%s %v: %q %q %q, want %q %q %q", tt.cmd, tt.args, runtime, pkg, args, tt.runtime, tt.pkg, tt.serverArgs)
+		}
+		if pkg == "" {
+			continue
+		}
+		if n, ver := splitPackage(pkg); n != tt.name || ver != tt.pkgVersion {
+			t.Errorf("splitPackage(%q) = %q %q, want %q %q", pkg, n, ver, tt.name, tt.pkgVersion)
+		}
+	}
+}
+
 func FuzzParseServer(f *testing.F) {
 	b, _ := files.ReadFile("servers/time.json")
 	f.Add(b)
