@@ -215,3 +215,33 @@ func FuzzParseServer(f *testing.F) {
 		}
 	})
 }
+
+// FuzzImageRunner: the image's arguments are always the version's own
+// (a suffix after the runner's package, or all of them), and a package
+// split into name and version puts back together.
+func FuzzImageRunner(f *testing.F) {
+	f.Add("npx", "-y", "@scope/x@1.2.3", "/srv")
+	f.Add("uvx", "mcp-server-time==1", "--tz", "UTC")
+	f.Add("/usr/bin/gh-mcp", "stdio", "", "")
+	f.Add("npx", "-y", "", "")
+	f.Fuzz(func(t *testing.T, cmd, a0, a1, a2 string) {
+		v := &Version{Command: cmd, Args: []string{a0, a1, a2}}
+		runtime, pkg, args := v.ImageRunner()
+		if len(args) > len(v.Args) || strings.Join(args, "\x00") != strings.Join(v.Args[len(v.Args)-len(args):], "\x00") {
+			t.Fatalf("args %q are not a suffix of %q", args, v.Args)
+		}
+		if runtime == "" && (pkg != "" || len(args) != len(v.Args)) {
+			t.Fatalf("not a runner, yet package %q, args %q", pkg, args)
+		}
+		if runtime != "" && pkg != "" && len(args) > 0 && v.Args[len(v.Args)-len(args)-1] != pkg {
+			t.Fatalf("package %q is not the argument before %q", pkg, args)
+		}
+		name, version := splitPackage(pkg)
+		if version != "" && name+"=="+version != pkg && name+"@"+version != pkg {
+			t.Fatalf("splitPackage(%q) = %q, %q", pkg, name, version)
+		}
+		if version == "" && name != pkg && name+"==" != pkg && name+"@" != pkg {
+			t.Fatalf("splitPackage(%q) = %q, %q", pkg, name, version)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"ironcurtain.dev/gateway/catalog"
@@ -22,6 +23,14 @@ launcher.yaml entry for image REF (pin it by digest or ID) on network NAME
 (default ironcurtain_agent_net, the Compose override's), and how to build
 the image (make server-image for npx and uvx servers).
 `
+
+// The forms --image and --network accept: an image reference (name, tag,
+// digest or ID) and a Docker network name; nothing that could end a YAML
+// scalar.
+var (
+	imageRefRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
+	networkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+)
 
 // defaultServerNetwork is the server network of the Compose override
 // (compose/docker-compose.servers.yml).
@@ -50,7 +59,11 @@ func runServers(_ context.Context, e Env) int {
 				i++
 				value = e.Args[i]
 			}
-			if strings.TrimSpace(value) == "" || strings.ContainsAny(value, " \t\r\n\"'\\#") {
+			re := networkNameRE
+			if strings.HasSuffix(flagName, "image") {
+				re = imageRefRE
+			}
+			if !re.MatchString(value) {
 				fmt.Fprintf(e.Stderr, "ironcurtain servers: %s: %q is not a reference\n", flagName, value)
 				return 2
 			}

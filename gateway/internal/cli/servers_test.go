@@ -122,3 +122,42 @@ func TestServersAddImage(t *testing.T) {
 		})
 	}
 }
+
+// FuzzServersAddImage: whatever --image and --network values `servers add`
+// accepts, the sections it prints cannot carry another key: the gateway's
+// section and the launcher's entry either fail to load or name exactly the
+// image (and network) given.
+func FuzzServersAddImage(f *testing.F) {
+	f.Add("ironcurtain/mcp-node-memory:1.0.0", "ironcurtain_agent_net")
+	f.Add("x@sha256:00", "srv")
+	f.Add("a\n    privileged: true", "n")
+	f.Add(`a" , "b`, "n:x")
+	f.Add("é\u2028x", "-")
+	f.Fuzz(func(t *testing.T, image, network string) {
+		var out bytes.Buffer
+		code := runServers(context.Background(), Env{Args: []string{"add", "memory", "--image", image, "--network=" + network}, Stdout: &out, Stderr: &bytes.Buffer{}})
+		if code != 0 {
+			return
+		}
+		gw, lc, ok := strings.Cut(out.String(), "# launcher.yaml")
+		if !ok {
+			t.Fatalf("no launcher.yaml part:\n%s", out.String())
+		}
+		if _, gw, ok = strings.Cut(gw, "# gateway.yaml\nservers:\n"); !ok {
+			t.Fatalf("no gateway.yaml part:\n%s", out.String())
+		}
+		if c, err := config.Parse("/cfg/gateway.yaml", []byte(fetchServersYAML+gw+
+			"launcher:\n  socket: /run/l.sock\n  token_file: /run/secrets/launcher-token\n")); err == nil {
+			if s := c.ImageServers(); len(s) != 1 || c.Servers[s[0]].Image != image {
+				t.Fatalf("image %q: the gateway section names %v:\n%s", image, s, gw)
+			}
+		}
+		_, lc, _ = strings.Cut(lc, "\n")
+		if l, err := launcher.ParseConfig([]byte("socket: /run/l.sock\ntoken_file: /run/secrets/launcher-token\n" + lc)); err == nil {
+			s, ok := l.Servers["memory"]
+			if len(l.Servers) != 1 || !ok || s.Image != image || s.Network != network || len(s.Volumes)+len(s.SecretFiles)+len(s.Env) > 0 {
+				t.Fatalf("image %q network %q: the launcher entry is %+v:\n%s", image, network, l.Servers, lc)
+			}
+		}
+	})
+}
