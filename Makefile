@@ -84,11 +84,17 @@ AGENT_SHELL_IMAGE ?= ironcurtain/agent-shell:dev
 PREBUILT ?= $(offline)
 IMAGE_CMD_PKGS := ./gateway/cmd/ironcurtain ./agent/cmd/ironcurtain-agent
 
+# Server images (images/servers, docs/tools.md "image: mode"): the Debian variants run a
+# script baked in (no registry needed; the e2e suite's Node and Python echo servers).
+NODE_SERVER_IMAGE ?= ironcurtain/mcp-echo-node:dev
+PYTHON_SERVER_IMAGE ?= ironcurtain/mcp-echo-python:dev
+
 # What the Postgres integration tests (gateway/internal/store/pgtest) read. Ryuk, the
 # testcontainers reaper, cannot be pulled without a registry; pgtest cleans up itself.
 TEST_ENV = IC_POSTGRES_IMAGE=$(IC_POSTGRES_IMAGE) IC_BASE_IMAGE=$(BASE_IMAGE) TESTCONTAINERS_RYUK_DISABLED=true
 # The e2e suite also needs the images it tests.
-E2E_ENV = $(TEST_ENV) IC_GATEWAY_IMAGE=$(GATEWAY_IMAGE) IC_AGENT_IMAGE=$(AGENT_IMAGE) IC_AGENT_SHELL_IMAGE=$(AGENT_SHELL_IMAGE)
+E2E_ENV = $(TEST_ENV) IC_GATEWAY_IMAGE=$(GATEWAY_IMAGE) IC_AGENT_IMAGE=$(AGENT_IMAGE) IC_AGENT_SHELL_IMAGE=$(AGENT_SHELL_IMAGE) \
+	IC_NODE_SERVER_IMAGE=$(NODE_SERVER_IMAGE) IC_PYTHON_SERVER_IMAGE=$(PYTHON_SERVER_IMAGE)
 
 # `docker compose` (v2 plugin) when it works, else the v1 `docker-compose` tool.
 COMPOSE ?= $(shell if docker compose version >/dev/null 2>&1; then echo 'docker compose'; \
@@ -156,7 +162,7 @@ test-integration: postgres-image ## tests of the packages that use the Postgres 
 
 .PHONY: test-e2e
 test-e2e: ## the end-to-end suite against the real images (builds them first; never cached)
-	@$(MAKE) images OFFLINE=$(offline); \
+	@$(MAKE) images server-images OFFLINE=$(offline); \
 	$(E2E_ENV) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(GOTESTFLAGS) ./e2e/...
 
 .PHONY: screenshots
@@ -213,6 +219,22 @@ images: postgres-image ## every image the stack and e2e need: Postgres, gateway,
 	@BASE_IMAGE=$(BASE_IMAGE) PREBUILT=$(PREBUILT) GATEWAY_IMAGE=$(GATEWAY_IMAGE) AGENT_IMAGE=$(AGENT_IMAGE) \
 		BUILD_VERSION=$(BUILD_VERSION) BUILD_REVISION=$(BUILD_REVISION) \
 		AGENT_SHELL_IMAGE=$(AGENT_SHELL_IMAGE) images/build.sh all
+
+# Images for third-party MCP servers in image: mode (images/servers; not part of `images`:
+# `make up` needs none). server-images: Debian's nodejs / python3 on the base image running
+# the echo scripts of images/servers/testdata (works without a registry; e2e runs them).
+# server-image: an npm or PyPI package at an exact version on node:22-slim / python:3.12-slim
+# (needs a registry: refused when `make images-mode` says offline).
+.PHONY: server-images
+server-images: base-image ## the Node and Python server images on the base image with Debian's runtimes (the e2e echo servers; cached, FORCE=1 rebuilds)
+	@BASE_IMAGE=$(BASE_IMAGE) NODE_SERVER_IMAGE=$(NODE_SERVER_IMAGE) PYTHON_SERVER_IMAGE=$(PYTHON_SERVER_IMAGE) \
+		FORCE=$(FORCE) images/servers/build.sh debian
+
+.PHONY: server-image
+server-image: images-mode ## an npx/uvx server's image: RUNTIME=node|python PACKAGE=<name> VERSION=<exact> [BIN= TAG= REGISTRY=] (needs a registry)
+	@case "$(RUNTIME)" in node|python) ;; *) echo 'make server-image: RUNTIME=node or RUNTIME=python' >&2; exit 2;; esac
+	@if [ "$(offline)" = 1 ]; then echo "make server-image: $(RUNTIME) packages come from a registry and this machine has none ($(offline_why)); make server-images builds the Debian variants, and docs/tools.md says how to bake a script into one" >&2; exit 1; fi
+	@PACKAGE="$(PACKAGE)" VERSION="$(VERSION)" BIN="$(BIN)" TAG="$(TAG)" REGISTRY="$(REGISTRY)" images/servers/build.sh $(RUNTIME)
 
 # The Compose stack (compose/): the Makefile's image choice, and the detected COMPOSE.
 STACK = COMPOSE="$(COMPOSE)" IC_GATEWAY_IMAGE=$(GATEWAY_IMAGE) IC_AGENT_IMAGE=$(AGENT_IMAGE) IC_AGENT_SHELL_IMAGE=$(AGENT_SHELL_IMAGE) \

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"ironcurtain.dev/e2e/internal/mcpfixture"
@@ -178,24 +179,7 @@ func checkEvilContainer(t *testing.T, ctx context.Context, s *stack.Stack) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, hc := ins.Container.Config, ins.Container.HostConfig
-		switch {
-		case cfg.Image != s.EvilImage():
-			t.Errorf("image %q, want %q", cfg.Image, s.EvilImage())
-		case hc.Privileged || !hc.ReadonlyRootfs || len(hc.CapAdd) > 0 || len(hc.CapDrop) != 1 || hc.CapDrop[0] != "ALL":
-			t.Errorf("privileged %v, read-only root %v, cap add %v, cap drop %v", hc.Privileged, hc.ReadonlyRootfs, hc.CapAdd, hc.CapDrop)
-		case len(hc.Binds) > 0 || len(hc.Mounts) > 0 || len(ins.Container.Mounts) > 0:
-			t.Errorf("mounts: binds %v, mounts %v, %v", hc.Binds, hc.Mounts, ins.Container.Mounts)
-		case cfg.User != "65534:65534":
-			t.Errorf("user %q", cfg.User)
-		case hc.PidsLimit == nil || *hc.PidsLimit != evilPids || hc.Memory != evilMemoryMB<<20 || hc.MemorySwap != hc.Memory:
-			t.Errorf("limits: pids %v, memory %d, swap %d", hc.PidsLimit, hc.Memory, hc.MemorySwap)
-		case string(hc.NetworkMode) != s.ServerNetwork() || len(ins.Container.NetworkSettings.Networks) != 1:
-			t.Errorf("network mode %q, networks %v", hc.NetworkMode, ins.Container.NetworkSettings.Networks)
-		}
-		for _, e := range cfg.Env {
-			requireNoSecret(t, "the server's environment", e, map[string]string{"launcher token": s.LauncherToken(), "remote token": s.RemoteToken()})
-		}
+		checkHardened(t, s, ins.Container, s.EvilImage(), evilPids, evilMemoryMB)
 	}
 	if n != 1 {
 		t.Errorf("%d containers of server evil, want 1", n)
@@ -203,6 +187,33 @@ func checkEvilContainer(t *testing.T, ctx context.Context, s *stack.Stack) {
 	// The gateway never holds the Docker socket.
 	if r, err := s.ExecGateway(ctx, "test", "-e", "/var/run/docker.sock"); err != nil || r.Code == 0 {
 		t.Errorf("the gateway container has /var/run/docker.sock (err %v, %s)", err, r)
+	}
+}
+
+// checkHardened checks a server container the launcher runs: the image
+// configured for it, the hardened spec (not privileged, read-only root,
+// every capability dropped, no mount, the numeric non-root user), its pids
+// and memory limits (no swap), only the server network, and no launcher or
+// remote token in its environment.
+func checkHardened(t *testing.T, s *stack.Stack, c container.InspectResponse, image string, pids, memoryMB int64) {
+	t.Helper()
+	cfg, hc := c.Config, c.HostConfig
+	switch {
+	case cfg.Image != image:
+		t.Errorf("image %q, want %q", cfg.Image, image)
+	case hc.Privileged || !hc.ReadonlyRootfs || len(hc.CapAdd) > 0 || len(hc.CapDrop) != 1 || hc.CapDrop[0] != "ALL":
+		t.Errorf("privileged %v, read-only root %v, cap add %v, cap drop %v", hc.Privileged, hc.ReadonlyRootfs, hc.CapAdd, hc.CapDrop)
+	case len(hc.Binds) > 0 || len(hc.Mounts) > 0 || len(c.Mounts) > 0:
+		t.Errorf("mounts: binds %v, mounts %v, %v", hc.Binds, hc.Mounts, c.Mounts)
+	case cfg.User != "65534:65534":
+		t.Errorf("user %q", cfg.User)
+	case hc.PidsLimit == nil || *hc.PidsLimit != pids || hc.Memory != memoryMB<<20 || hc.MemorySwap != hc.Memory:
+		t.Errorf("limits: pids %v, memory %d, swap %d", hc.PidsLimit, hc.Memory, hc.MemorySwap)
+	case string(hc.NetworkMode) != s.ServerNetwork() || len(c.NetworkSettings.Networks) != 1:
+		t.Errorf("network mode %q, networks %v", hc.NetworkMode, c.NetworkSettings.Networks)
+	}
+	for _, e := range cfg.Env {
+		requireNoSecret(t, "the server's environment", e, map[string]string{"launcher token": s.LauncherToken(), "remote token": s.RemoteToken()})
 	}
 }
 

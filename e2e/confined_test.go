@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,6 +31,13 @@ const (
 	evilPids        = 64
 	evilMemoryMB    = 256
 	evilControlPath = "/evil-control"
+	// The runtime server images (images/servers, `make server-images`):
+	// Debian's nodejs and python3 running the echo servers of
+	// images/servers/testdata; servers "node" and "python".
+	envNodeServerImage   = "IC_NODE_SERVER_IMAGE"   // default ironcurtain/mcp-echo-node:dev
+	envPythonServerImage = "IC_PYTHON_SERVER_IMAGE" // default ironcurtain/mcp-echo-python:dev
+	runtimePids          = 64
+	runtimeMemoryMB      = 128
 )
 
 // evilSecretURL is on the evil server's allowlist and carries a secret.
@@ -40,6 +48,10 @@ var (
 	confinedStack *stack.Stack
 	confinedErr   error
 	confinedDir   string
+	// confinedRuntimesErr says why the runtime servers are not in the
+	// topology (their images are missing and could not be built); the other
+	// confined tests do not need them.
+	confinedRuntimesErr error
 )
 
 // confinedTopology returns the confined stack, starting it on first use.
@@ -79,6 +91,11 @@ func setupConfined() (*stack.Stack, error) {
 	if confinedDir, err = os.MkdirTemp("", "ic-e2e-confined-"); err != nil {
 		return nil, err
 	}
+	runtimes, err := runtimeImages(ctx, root)
+	if err != nil {
+		confinedRuntimesErr = err
+		log.Printf("e2e: the confined topology runs without the Node and Python servers: %v", err)
+	}
 	bins := map[string]string{}
 	for _, name := range []string{"internet", "probe", "evilserver"} {
 		if bins[name], err = buildFixture(ctx, "./cmd/"+name, filepath.Join(confinedDir, name)); err != nil {
@@ -101,6 +118,9 @@ func setupConfined() (*stack.Stack, error) {
 			PolicyDir:       filepath.Join(root, "gateway", "policies", "base"),
 			Pids:            evilPids,
 			MemoryMB:        evilMemoryMB,
+			Runtimes:        runtimes,
+			RuntimePids:     runtimePids,
+			RuntimeMemoryMB: runtimeMemoryMB,
 			EvilEnv: map[string]string{
 				// Where the gateway keeps its state, secrets and
 				// configuration, and its unix sockets: none of it may
@@ -115,6 +135,33 @@ func setupConfined() (*stack.Stack, error) {
 			},
 		},
 	})
+}
+
+// runtimeImages returns the runtime server images by server name,
+// running `make server-images` when one is missing (unless IC_E2E_NO_BUILD).
+func runtimeImages(ctx context.Context, root string) (map[string]string, error) {
+	images := map[string]string{
+		"node":   envOr(envNodeServerImage, "ironcurtain/mcp-echo-node:dev"),
+		"python": envOr(envPythonServerImage, "ironcurtain/mcp-echo-python:dev"),
+	}
+	all := []string{images["node"], images["python"]}
+	missing := missingImages(ctx, all)
+	if len(missing) == 0 {
+		return images, nil
+	}
+	if os.Getenv(envNoBuild) == "1" {
+		return nil, fmt.Errorf("images %s are missing (run `make server-images`)", strings.Join(missing, ", "))
+	}
+	log.Printf("e2e: images %s are missing; running `make server-images` in %s", strings.Join(missing, ", "), root)
+	cmd := exec.CommandContext(ctx, "make", "-C", root, "server-images", "NODE_SERVER_IMAGE="+images["node"], "PYTHON_SERVER_IMAGE="+images["python"])
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("building the server images with make server-images: %w", err)
+	}
+	if missing = missingImages(ctx, all); len(missing) > 0 {
+		return nil, fmt.Errorf("images %s are still missing after `make server-images`", strings.Join(missing, ", "))
+	}
+	return images, nil
 }
 
 // closeConfined removes the confined stack (TestMain).

@@ -644,7 +644,9 @@ func TestComposeConfigAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := []string{"", "agent-shell"}
+	// The stack alone, with the agent shell, with each agent override, and
+	// with the servers override (the launcher, docs/tools.md).
+	runs := []string{"", "agent-shell", "+" + repoPath(composeServers)}
 	for _, o := range overrides {
 		runs = append(runs, "agent-shell+"+o)
 	}

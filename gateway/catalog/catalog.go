@@ -254,3 +254,87 @@ func Snippet(s *Server, v *Version) string {
 	}
 	return b.String()
 }
+
+// ImageRunner says how the server of v is packaged as an image (images/servers):
+// for npx and uvx the runtime ("node", "python") and the package the runner
+// names; for anything else ("", "") and the server is a binary of its own.
+// serverArgs are the arguments the image's entry point takes: for a runner,
+// those after the package; otherwise v.Args.
+func (v *Version) ImageRunner() (runtime, pkg string, serverArgs []string) {
+	switch path.Base(v.Command) {
+	case "npx":
+		runtime = "node"
+	case "uvx":
+		runtime = "python"
+	default:
+		return "", "", v.Args
+	}
+	for i, a := range v.Args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		return runtime, a, v.Args[i+1:]
+	}
+	return runtime, "", nil
+}
+
+// ImageSnippet is what runs version v of s in image: mode, confined in its
+// own container by the launcher: the gateway.yaml section (the catalog line
+// and the image) and the launcher.yaml entry (the same image, the server
+// network, the entry point's arguments). Environment variables the version
+// needs are listed as comments: the launcher's env is literal, so a secret
+// goes there (or in a secret file) by hand, never through the gateway.
+func ImageSnippet(s *Server, v *Version, image, network string) string {
+	var b strings.Builder
+	name := s.ConfigName
+	if name == "" {
+		name = s.Name
+	}
+	q := func(x string) string { j, _ := json.Marshal(x); return string(j) }
+	runtime, pkg, args := v.ImageRunner()
+	switch {
+	case runtime != "" && pkg != "":
+		name, version := splitPackage(pkg)
+		if version == "" {
+			version = "<exact version>"
+		}
+		fmt.Fprintf(&b, "# The image: make server-image RUNTIME=%s PACKAGE=%s VERSION=%s (images/servers/%s)\n", runtime, name, version, runtime)
+	default:
+		fmt.Fprintf(&b, "# The image: %s on a base image, as %s (docs/tools.md, \"image: mode\")\n", s.Source, v.Command)
+	}
+	fmt.Fprintf(&b, "\n# gateway.yaml\nservers:\n  %s:\n    catalog: %s@%s\n    image: %s\n", name, s.Name, v.Version, q(image))
+	b.WriteString("    # egress:\n    #   allowed_hosts: []   # the hosts it may reach through the egress proxy (none by default)\n")
+	fmt.Fprintf(&b, "\n# launcher.yaml (the launcher's own configuration; the same image)\nservers:\n  %s:\n    image: %s\n    network: %s\n", name, q(image), network)
+	if len(args) > 0 {
+		qa := make([]string, len(args))
+		for i, a := range args {
+			qa[i] = q(a)
+		}
+		fmt.Fprintf(&b, "    args: [%s]\n", strings.Join(qa, ", "))
+	}
+	if len(v.Env) > 0 {
+		b.WriteString("    # env (literal values: the gateway never sees them):\n")
+		keys := make([]string, 0, len(v.Env))
+		for k := range v.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "    #   %s: <%s>\n", k, v.Env[k])
+		}
+	}
+	return b.String()
+}
+
+// splitPackage splits a runner's package argument into name and version:
+// "@scope/name@1.2.3" (npm), "name==1.2.3" (PyPI); version is "" when the
+// argument names none.
+func splitPackage(pkg string) (name, version string) {
+	if n, v, ok := strings.Cut(pkg, "=="); ok {
+		return n, v
+	}
+	if i := strings.LastIndex(pkg, "@"); i > 0 {
+		return pkg[:i], pkg[i+1:]
+	}
+	return pkg, ""
+}

@@ -172,6 +172,34 @@ func TestSnippet(t *testing.T) {
 	}
 }
 
+func TestImageRunner(t *testing.T) {
+	for _, tt := range []struct {
+		cmd              string
+		args             []string
+		runtime, pkg     string
+		serverArgs       []string
+		name, pkgVersion string
+	}{
+		{"npx", []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/data"}, "node", "@modelcontextprotocol/server-filesystem", []string{"/srv/data"}, "@modelcontextprotocol/server-filesystem", ""},
+		{"/usr/bin/npx", []string{"-y", "@scope/x@1.2.3"}, "node", "@scope/x@1.2.3", []string{}, "@scope/x", "1.2.3"},
+		{"uvx", []string{"mcp-server-time==2025.1", "--local-timezone", "UTC"}, "python", "mcp-server-time==2025.1", []string{"--local-timezone", "UTC"}, "mcp-server-time", "2025.1"},
+		{"/usr/local/bin/github-mcp-server", []string{"stdio"}, "", "", []string{"stdio"}, "", ""},
+		{"npx", []string{"-y"}, "node", "", nil, "", ""},
+	} {
+		v := &Version{Command: tt.cmd, Args: tt.args}
+		runtime, pkg, args := v.ImageRunner()
+		if runtime != tt.runtime || pkg != tt.pkg || strings.Join(args, " ") != strings.Join(tt.serverArgs, " ") {
+			t.Errorf("%s %v: %q %q %q, want %q %q %q", tt.cmd, tt.args, runtime, pkg, args, tt.runtime, tt.pkg, tt.serverArgs)
+		}
+		if pkg == "" {
+			continue
+		}
+		if n, ver := splitPackage(pkg); n != tt.name || ver != tt.pkgVersion {
+			t.Errorf("splitPackage(%q) = %q %q, want %q %q", pkg, n, ver, tt.name, tt.pkgVersion)
+		}
+	}
+}
+
 func FuzzParseServer(f *testing.F) {
 	b, _ := files.ReadFile("servers/time.json")
 	f.Add(b)
@@ -184,6 +212,36 @@ func FuzzParseServer(f *testing.F) {
 		}
 		if len(s.Versions) == 0 || !nameRE.MatchString(s.Name) {
 			t.Fatalf("accepted an invalid entry: %+v", s)
+		}
+	})
+}
+
+// FuzzImageRunner: the image's arguments are always the version's own
+// (a suffix after the runner's package, or all of them), and a package
+// split into name and version puts back together.
+func FuzzImageRunner(f *testing.F) {
+	f.Add("npx", "-y", "@scope/x@1.2.3", "/srv")
+	f.Add("uvx", "mcp-server-time==1", "--tz", "UTC")
+	f.Add("/usr/bin/gh-mcp", "stdio", "", "")
+	f.Add("npx", "-y", "", "")
+	f.Fuzz(func(t *testing.T, cmd, a0, a1, a2 string) {
+		v := &Version{Command: cmd, Args: []string{a0, a1, a2}}
+		runtime, pkg, args := v.ImageRunner()
+		if len(args) > len(v.Args) || strings.Join(args, "\x00") != strings.Join(v.Args[len(v.Args)-len(args):], "\x00") {
+			t.Fatalf("args %q are not a suffix of %q", args, v.Args)
+		}
+		if runtime == "" && (pkg != "" || len(args) != len(v.Args)) {
+			t.Fatalf("not a runner, yet package %q, args %q", pkg, args)
+		}
+		if runtime != "" && pkg != "" && len(args) > 0 && v.Args[len(v.Args)-len(args)-1] != pkg {
+			t.Fatalf("package %q is not the argument before %q", pkg, args)
+		}
+		name, version := splitPackage(pkg)
+		if version != "" && name+"=="+version != pkg && name+"@"+version != pkg {
+			t.Fatalf("splitPackage(%q) = %q, %q", pkg, name, version)
+		}
+		if version == "" && name != pkg && name+"==" != pkg && name+"@" != pkg {
+			t.Fatalf("splitPackage(%q) = %q, %q", pkg, name, version)
 		}
 	})
 }

@@ -49,6 +49,17 @@ var RemoteTools = []Tool{
 	},
 }
 
+// RuntimeEchoTool is the one tool of the dependency-free Node and Python
+// servers of images/servers/testdata (mcp-echo.js, mcp-echo.py), which the
+// Debian variants of the server images run. They list it with these exact
+// bytes: a difference hides the tool (its pin no longer matches).
+var RuntimeEchoTool = Tool{
+	Name:        "echo",
+	Description: "Echoes its text, prefixed with the runtime that runs the server.",
+	Schema:      json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+	Args:        []string{"text"},
+}
+
 // What values of EvilTool's argument.
 const (
 	WhatAll         = "all"

@@ -46,6 +46,12 @@ type Confined struct {
 	EvilEnv map[string]string
 	// Pids and MemoryMB are the evil server's limits.
 	Pids, MemoryMB int
+	// Runtimes are more servers in image: mode, by name: images of
+	// images/servers (the Node and Python echo servers), run by the launcher
+	// on the server network with RuntimePids and RuntimeMemoryMB, their
+	// calls allowed by the suite's policy. The images must exist.
+	Runtimes                     map[string]string
+	RuntimePids, RuntimeMemoryMB int
 }
 
 // Names of the confined servers and paths of the confined topology.
@@ -168,15 +174,20 @@ func (s *Stack) buildEvilImage(ctx context.Context) error {
 	return nil
 }
 
-// launcherConfig is the launcher's own configuration: the evil server
-// only, on the server network, with the test's limits.
+// launcherConfig is the launcher's own configuration: the runtime servers
+// and the evil server, on the server network, with the test's limits.
 func (s *Stack) launcherConfig() []byte {
 	c := s.opts.Confined
 	q := strconv.Quote
 	var b strings.Builder
-	fmt.Fprintf(&b, "socket: %s\nsocket_gid: %s\ntoken_file: %s\nproxy: %s\nservers:\n  %s:\n    image: %s\n    network: %s\n    user: \"65534:65534\"\n    memory_mb: %d\n    pids: %d\n    cpus: 0.5\n    env:\n",
-		q(LauncherSocket), gatewayUID, q(SecretsDir+"/launcher-token"), q(HostGatewaySrv+":3128"), EvilServer,
-		q(s.confined.EvilImage), q(s.confined.srvNet), c.MemoryMB, c.Pids)
+	fmt.Fprintf(&b, "socket: %s\nsocket_gid: %s\ntoken_file: %s\nproxy: %s\nservers:\n",
+		q(LauncherSocket), gatewayUID, q(SecretsDir+"/launcher-token"), q(HostGatewaySrv+":3128"))
+	for _, name := range sortedKeys(c.Runtimes) {
+		fmt.Fprintf(&b, "  %s:\n    image: %s\n    network: %s\n    user: \"65534:65534\"\n    memory_mb: %d\n    pids: %d\n    cpus: 0.5\n",
+			name, q(c.Runtimes[name]), q(s.confined.srvNet), c.RuntimeMemoryMB, c.RuntimePids)
+	}
+	fmt.Fprintf(&b, "  %s:\n    image: %s\n    network: %s\n    user: \"65534:65534\"\n    memory_mb: %d\n    pids: %d\n    cpus: 0.5\n    env:\n",
+		EvilServer, q(s.confined.EvilImage), q(s.confined.srvNet), c.MemoryMB, c.Pids)
 	env := map[string]string{}
 	for k, v := range c.EvilEnv {
 		env[k] = v
@@ -296,7 +307,7 @@ func (s *Stack) confinedPolicyFiles() ([]testcontainers.ContainerFile, error) {
 		}
 		files = append(files, testcontainers.ContainerFile{Reader: bytesReader(b), ContainerFilePath: confinedPolicy + "/" + name, FileMode: 0o644})
 	}
-	compiled, err := confinedCompiledPolicy(filepath.Join(dir, "compiled-policy.json"))
+	compiled, err := confinedCompiledPolicy(filepath.Join(dir, "compiled-policy.json"), sortedKeys(s.opts.Confined.Runtimes))
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +319,13 @@ func (s *Stack) confinedPolicyFiles() ([]testcontainers.ContainerFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	annots, err := json.MarshalIndent(map[string]any{"servers": map[string]any{EvilServer: evil, RemoteServer: remote}}, "", "  ")
+	servers := map[string]any{EvilServer: evil, RemoteServer: remote}
+	for name := range s.opts.Confined.Runtimes {
+		if servers[name], err = mcpfixture.Annotations(name, []mcpfixture.Tool{mcpfixture.RuntimeEchoTool}); err != nil {
+			return nil, err
+		}
+	}
+	annots, err := json.MarshalIndent(map[string]any{"servers": servers}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -319,9 +336,10 @@ func (s *Stack) confinedPolicyFiles() ([]testcontainers.ContainerFile, error) {
 }
 
 // confinedCompiledPolicy is the base compiled policy with "allow every
-// call to the evil and remote servers" before its last rule (the final
-// deny): what the servers do is the point of the test, not the policy.
-func confinedCompiledPolicy(path string) ([]byte, error) {
+// call to the evil, remote and runtime servers" before its last rule (the
+// final deny): what the servers do is the point of the test, not the
+// policy.
+func confinedCompiledPolicy(path string, runtimes []string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the base policy: %w", err)
@@ -335,7 +353,7 @@ func confinedCompiledPolicy(path string) ([]byte, error) {
 		return nil, fmt.Errorf("reading the rules of %s: %v", path, err)
 	}
 	var extra []json.RawMessage
-	for _, srv := range []string{EvilServer, RemoteServer} {
+	for _, srv := range append([]string{EvilServer, RemoteServer}, runtimes...) {
 		r, err := json.Marshal(map[string]any{
 			"name":        "allow-e2e-" + srv,
 			"description": "TEST ONLY (e2e confined topology): every call to the suite's " + srv + " server is allowed.",
@@ -364,7 +382,11 @@ func (s *Stack) confinedConfig() (servers, top string) {
 		return "", ""
 	}
 	q := strconv.Quote
-	servers = fmt.Sprintf(`  # The confined topology (issue 26): a hostile server in its own container
+	for _, name := range sortedKeys(s.opts.Confined.Runtimes) {
+		servers += fmt.Sprintf("  # A runtime server image (images/servers) in image: mode: no egress at all.\n  %s:\n    image: %s\n",
+			name, q(s.opts.Confined.Runtimes[name]))
+	}
+	servers += fmt.Sprintf(`  # The confined topology (issue 26): a hostile server in its own container
   # (image: mode, started by the launcher) and a remote one (url: mode).
   %s:
     image: %s
@@ -392,7 +414,9 @@ func (s *Stack) removeConfined(ctx context.Context) {
 	if s.opts.Confined == nil {
 		return
 	}
-	_, _ = s.cli.ContainerRemove(ctx, "ironcurtain-srv-"+EvilServer, client.ContainerRemoveOptions{Force: true})
+	for _, name := range append([]string{EvilServer}, sortedKeys(s.opts.Confined.Runtimes)...) {
+		_, _ = s.cli.ContainerRemove(ctx, "ironcurtain-srv-"+name, client.ContainerRemoveOptions{Force: true})
+	}
 	if s.confined.srvNetID != "" {
 		_, _ = s.cli.NetworkRemove(ctx, s.confined.srvNetID, client.NetworkRemoveOptions{})
 	}
