@@ -148,8 +148,8 @@ git:
 audit:
   spool_dir: %s
 loop_breaker:
-  calls_per_minute: 100000000
-  identical_calls: 100000000
+  calls_per_minute: 1000000
+  identical_calls: 100000
 `, strconv.Quote(sandbox), strconv.Quote(policyDir), addrs[0], files.String(), addrs[1], addrs[2],
 		strconv.Quote(filepath.Join(dir, "mirror")), strconv.Quote(filepath.Join(dir, "spool")))
 	cfgPath := filepath.Join(dir, "gateway.yaml")
