@@ -159,8 +159,9 @@ func drive(ctx context.Context, g *gateway, n int, warmup, duration time.Duratio
 	if firstErr != nil {
 		fmt.Fprintf(os.Stderr, "benchmcp: %d failed calls; the first: %v\n", res.errors, firstErr)
 	}
-	if len(lat) == 0 {
-		return result{}, nil, fmt.Errorf("no call succeeded in the measured window (%d errors; first: %v)", res.errors, firstErr)
+	res.peakRSS = procHWM(g.cmd.Process.Pid)
+	if len(lat) == 0 { // every call refused or failed: 0 calls/s, reported as such
+		return res, calls, nil
 	}
 	slices.Sort(lat)
 	res.calls = len(lat)
@@ -168,7 +169,6 @@ func drive(ctx context.Context, g *gateway, n int, warmup, duration time.Duratio
 	res.p50 = lat[len(lat)/2]
 	res.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	res.cpuPerCall = float64((cpuTo - cpuFrom).Microseconds()) / float64(len(lat))
-	res.peakRSS = procHWM(g.cmd.Process.Pid)
 	return res, calls, nil
 }
 
