@@ -236,6 +236,10 @@ func freeAddrs(n int) ([]string, error) {
 	var out []string
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		for try := 0; err != nil && try < 20; try++ { // ports run short while other benchmarks hold many
+			time.Sleep(500 * time.Millisecond)
+			ln, err = net.Listen("tcp", "127.0.0.1:0")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("choosing a port: %w", err)
 		}
