@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -82,7 +81,7 @@ func (j *JSONL) Record(ctx context.Context, e Event) error {
 	if err != nil {
 		return fmt.Errorf("recording audit event: %w", err)
 	}
-	body, err := json.Marshal(StoredEvent(e, j.limits))
+	body, err := marshalEvent(StoredEvent(e, j.limits))
 	if err != nil {
 		return fmt.Errorf("recording audit event: encoding: %w", err)
 	}
