@@ -81,10 +81,18 @@ func (j *JSONL) Record(ctx context.Context, e Event) error {
 	if err != nil {
 		return fmt.Errorf("recording audit event: %w", err)
 	}
-	body, err := marshalEvent(StoredEvent(e, j.limits))
+	bp := encodeBufs.Get().(*[]byte)
+	body, err := appendMarshal((*bp)[:0], StoredEvent(e, j.limits))
 	if err != nil {
+		encodeBufs.Put(bp)
 		return fmt.Errorf("recording audit event: encoding: %w", err)
 	}
+	defer func() {
+		if cap(body) <= maxPooledBuf {
+			*bp = body[:0]
+			encodeBufs.Put(bp)
+		}
+	}()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {

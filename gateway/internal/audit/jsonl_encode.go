@@ -3,6 +3,7 @@ package audit
 import (
 	"encoding/json"
 	"strconv"
+	"sync"
 )
 
 // marshalEvent is json.Marshal(e), byte for byte, with the two records of
@@ -12,15 +13,27 @@ import (
 // json.Marshal: TestAppendEventMatchesMarshal and FuzzAppendEventMatchesMarshal
 // hold the two to the same bytes.
 func marshalEvent(e Event) ([]byte, error) {
-	if b, ok := appendEvent(make([]byte, 0, encodedSize(e)), e); ok {
-		return b, nil
+	return appendMarshal(make([]byte, 0, encodedSize(e)), e)
+}
+
+// appendMarshal is marshalEvent appending to b.
+func appendMarshal(b []byte, e Event) ([]byte, error) {
+	if out, ok := appendEvent(b, e); ok {
+		return out, nil
 	}
-	b, err := json.Marshal(e)
+	m, err := json.Marshal(e)
 	if err != nil {
 		return nil, err
 	}
-	return b, nil
+	return append(b, m...), nil
 }
+
+// encodeBufs holds the JSON-lines sink's encoding buffers between records.
+var encodeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf bounds a buffer kept in encodeBufs (a record with large
+// arguments does not pin its buffer).
+const maxPooledBuf = 64 << 10
 
 // encodedSize is a close upper bound of the direct encoding's length when
 // no string needs escapes: keys, time and numbers take under 320 bytes.
