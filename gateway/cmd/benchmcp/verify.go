@@ -85,8 +85,8 @@ func printTable(out io.Writer, o options, results []result) {
 			rss := stat(rs, func(r result) float64 { return mb(r.peakRSS) })
 			ratio, rssRatio := "—", "—"
 			if bin.name != base {
-				ratio = fmt.Sprintf("%.2f", rate[1]/stat(b, func(r result) float64 { return r.rate })[1])
-				rssRatio = fmt.Sprintf("%.2f", rss[1]/stat(b, func(r result) float64 { return mb(r.peakRSS) })[1])
+				ratio = ratioText(rate[1], stat(b, func(r result) float64 { return r.rate })[1])
+				rssRatio = ratioText(rss[1], stat(b, func(r result) float64 { return mb(r.peakRSS) })[1])
 			}
 			errs, unaud := 0, 0
 			for _, r := range rs {
@@ -102,6 +102,14 @@ func printTable(out io.Writer, o options, results []result) {
 				errs, unaud)
 		}
 	}
+}
+
+// ratioText is a/b, or "—" when b is zero (no call succeeded).
+func ratioText(a, b float64) string {
+	if b == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", a/b)
 }
 
 // stat is min, median, max of f over rs.
