@@ -190,6 +190,10 @@ bench: ## run the benchmarks (BENCH=regexp, BENCHTIME=200ms) with allocation cou
 bench-compare: ## hot-path benchmarks of this tree against the pinned baseline (scripts/bench-baseline; BASE=commit, REPS=5, BENCH_FILTER=regexp, BENCH_FAIL=1), interleaved, one table
 	@GO=$(GO) scripts/bench-compare.sh
 
+.PHONY: bench-mcp-load
+bench-mcp-load: ## audited MCP write_file calls/s through the gateway binary, 1 and 256 sessions, Postgres, this tree vs scripts/bench-baseline (BASE=commit, BENCH_MCP_ARGS); not part of test
+	@GO=$(GO) scripts/bench-mcp-load.sh
+
 .PHONY: bench-egress
 bench-egress: ## egress proxy side by side: direct, ours, a bare relay, smokescreen (pinned, built in a temp dir), Squid (docs/egress.md); not part of test
 	@scripts/prereqs.sh bench-egress

@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -82,16 +81,18 @@ func (j *JSONL) Record(ctx context.Context, e Event) error {
 	if err != nil {
 		return fmt.Errorf("recording audit event: %w", err)
 	}
-	var body []byte
-	stored := StoredEvent(e, j.limits)
-	if ev, ok := stored.(*EgressEvent); ok { // one row per tunnel: no reflection
-		body, err = appendEgressJSON(make([]byte, 0, 384), ev)
-	} else {
-		body, err = json.Marshal(stored)
-	}
+	bp := encodeBufs.Get().(*[]byte)
+	body, err := appendMarshal((*bp)[:0], StoredEvent(e, j.limits))
 	if err != nil {
+		encodeBufs.Put(bp)
 		return fmt.Errorf("recording audit event: encoding: %w", err)
 	}
+	defer func() {
+		if cap(body) <= maxPooledBuf {
+			*bp = body[:0]
+			encodeBufs.Put(bp)
+		}
+	}()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {

@@ -387,3 +387,28 @@ func Connect(t testing.TB, db *DB) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// StartServer starts a Postgres container for a program that is not a test
+// (a load benchmark: gateway/cmd/benchmcp). The caller ends it with
+// Terminate. Tests use Shared or New.
+func StartServer(ctx context.Context) (*Server, error) {
+	return startServer(ctx)
+}
+
+// Terminate removes a container started by StartServer.
+func (s *Server) Terminate(ctx context.Context) error { return s.terminate(ctx) }
+
+// NewDatabase creates an empty database named after label and returns its
+// name and connection string; DropDatabase removes it.
+func (s *Server) NewDatabase(ctx context.Context, label string) (name, dsn string, err error) {
+	name, err = s.createDatabase(ctx, label, -1)
+	if err != nil {
+		return "", "", err
+	}
+	return name, s.dsn(name), nil
+}
+
+// DropDatabase drops a database made by NewDatabase, closing its connections.
+func (s *Server) DropDatabase(ctx context.Context, name string) error {
+	return s.dropDatabase(ctx, name)
+}
