@@ -163,6 +163,7 @@ func TestPGOutageSpoolsOutcomesInChainOrder(t *testing.T) {
 	if err := db.Server.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	db.Pool.Reset() // the test's own pool: its connections died with the server
 	waitFor(t, "spool written", 30*time.Second, func() bool { return sp.Len() == 0 })
 	if got := countRows(t, db.Pool, `SELECT count(*) FROM tool_call_outcomes`); got != n {
 		t.Fatalf("%d outcome rows, want %d", got, n)
@@ -231,6 +232,9 @@ func TestPGSpoolReplayedAtStart(t *testing.T) {
 	if err := db.Server.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The test's own pool held connections to the stopped server: drop them,
+	// or its first count meets "terminating connection" (57P01).
+	db.Pool.Reset()
 
 	pool2, _ := countingPool(t, db)
 	s2, sp2 := spoolSink(t, pool2, dir, nil)
