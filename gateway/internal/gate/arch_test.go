@@ -74,6 +74,9 @@ var testDoorImports = map[string]string{
 	// probe_test.go: the production egress proxy runs inside a server's
 	// container, to prove what the launcher's network lets through.
 	modulePath + "/internal/launcher " + doorsPath + "egress": "egress proxy in a container",
+	// modes_bench_test.go: a confined server's call timed through the MCP
+	// door beside the same server called directly (issue 26's figures).
+	modulePath + "/internal/launcher " + mcpDoor: "confined server through the MCP door",
 	// The agent's end-to-end tests run the agent against the MCP door.
 	modulePath + "/test/agente2e " + mcpDoor: "agent end to end",
 }
