@@ -300,7 +300,7 @@ func (g *Gate) record(ctx context.Context, e audit.Event) error {
 	defer cancel()
 	if err := g.sink.Record(ctx, e); err != nil {
 		endSpan(span, err)
-		return fmt.Errorf("recording audit event: %w", err)
+		return fmt.Errorf("gate: %w", err)
 	}
 	span.End()
 	g.alog.refused.OK()
