@@ -84,6 +84,11 @@ type SessionCheck struct {
 	// intact chain.
 	Gaps     []Gap
 	GapCount int
+	// Seconds is how long the walk took (reading, hashing and, when the
+	// open decisions overflowed maxOpenDecisions, the gap query), and
+	// RecordsPerSecond is Records / Seconds.
+	Seconds          float64
+	RecordsPerSecond float64
 }
 
 // chained is one stored record with its chain columns.
@@ -151,7 +156,18 @@ func VerifyEach(ctx context.Context, pool *pgxpool.Pool, sessionID string, fn fu
 	}
 }
 
+// verifySession checks one session and times the walk.
 func verifySession(ctx context.Context, pool *pgxpool.Pool, session string) (SessionCheck, error) {
+	start := time.Now()
+	check, err := checkSession(ctx, pool, session)
+	check.Seconds = time.Since(start).Seconds()
+	if check.Seconds > 0 {
+		check.RecordsPerSecond = float64(check.Records) / check.Seconds
+	}
+	return check, err
+}
+
+func checkSession(ctx context.Context, pool *pgxpool.Pool, session string) (SessionCheck, error) {
 	check := SessionCheck{SessionID: session}
 	// One snapshot for the head and all rows, so a concurrent writer cannot
 	// make an intact chain look broken.
@@ -171,7 +187,7 @@ func verifySession(ctx context.Context, pool *pgxpool.Pool, session string) (Ses
 	if err != nil {
 		return check, err
 	}
-	w := chainWalk{check: &check, prev: genesis, open: map[string]Gap{}}
+	w := chainWalk{check: &check, prev: genesis, open: map[string]Gap{}, maxOpen: maxOpenDecisions}
 	if err := walkChain(ctx, tx, session, w.step); err != nil && !errors.Is(err, errBroken) {
 		return check, err
 	}
@@ -186,10 +202,78 @@ func verifySession(ctx context.Context, pool *pgxpool.Pool, session string) (Ses
 	case !bytes.Equal(headHash, w.prev):
 		check.Break = &Break{SessionID: session, Table: "sessions", Seq: check.Records,
 			Problem: "the session head hash does not match the last record"}
+	case w.open == nil:
+		// More decisions were open at once than the walk keeps: Postgres
+		// lists the gaps instead (same snapshot, same rules).
+		if err := queryGaps(ctx, tx, &check); err != nil {
+			return check, err
+		}
 	default:
 		w.reportGaps()
 	}
 	return check, nil
+}
+
+// maxOpenDecisions bounds the decisions the walk keeps while they wait for
+// their outcome (about 150 bytes each). A live session has as many open as
+// calls in flight; a chain with more (millions of calls cut off by crashes,
+// or rows written to exhaust the verifier) is walked without them and its
+// gaps are listed by queryGaps, so memory stays bounded whatever the rows.
+// A variable so the differential test can force the query.
+var maxOpenDecisions = 1 << 16
+
+// gapsSQL lists, in chain order, the decisions of a session that have no
+// outcome row later in the chain, each with whether its escalation's
+// approval was used by it and whether egress rows of it follow it: the
+// same rules as chainWalk.step applies row by row. Window count(*) gives
+// the total beside the first $2.
+const gapsSQL = `
+SELECT c.call_id, c.seq, c.decision,
+       c.escalation_id <> '' AND EXISTS (SELECT 1 FROM escalations e WHERE e.id = c.escalation_id AND e.consumed_by_call_id = c.call_id),
+       EXISTS (SELECT 1 FROM egress_events g WHERE g.tool_call_id = c.call_id AND g.tool_call_id <> '' AND g.session_id = c.session_id AND g.seq > c.seq),
+       count(*) OVER ()
+FROM tool_calls c
+WHERE c.session_id = $1
+  AND NOT EXISTS (SELECT 1 FROM tool_call_outcomes o WHERE o.call_id = c.call_id AND o.session_id = c.session_id AND o.seq > c.seq)
+ORDER BY c.seq
+LIMIT $2`
+
+// queryGaps fills check's gaps from gapsSQL.
+func queryGaps(ctx context.Context, tx pgx.Tx, check *SessionCheck) error {
+	rows, err := tx.Query(ctx, gapsSQL, check.SessionID, MaxReportedGaps)
+	if err != nil {
+		return fmt.Errorf("listing decisions without an outcome: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			g           Gap
+			ran, egress bool
+			total       int64
+		)
+		if err := rows.Scan(&g.CallID, &g.Seq, &g.Decision, &ran, &egress, &total); err != nil {
+			return fmt.Errorf("listing decisions without an outcome: %w", err)
+		}
+		g.Kind = gapKind(g.Decision, ran)
+		if g.Kind == GapOutcomeUnknown && egress {
+			g.Kind = GapRanOutcomeUnknown
+		}
+		check.Gaps = append(check.Gaps, g)
+		check.GapCount = int(total)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("listing decisions without an outcome: %w", err)
+	}
+	return nil
+}
+
+// gapKind is the kind of a decision left without an outcome, before any
+// egress of it is seen.
+func gapKind(decision string, ranOnApproval bool) string {
+	if decision == "allow" || (decision == "escalate" && ranOnApproval) {
+		return GapOutcomeUnknown
+	}
+	return GapNeverRan
 }
 
 // errBroken stops the walk at the first broken link.
@@ -199,8 +283,10 @@ var errBroken = errors.New("chain broken")
 type chainWalk struct {
 	check *SessionCheck
 	prev  []byte
-	// open holds the decisions not yet followed by their outcome.
-	open map[string]Gap
+	// open holds the decisions not yet followed by their outcome, at most
+	// maxOpen of them; nil once there were more (see maxOpenDecisions).
+	open    map[string]Gap
+	maxOpen int
 }
 
 func (w *chainWalk) step(r *chained) error {
@@ -228,13 +314,16 @@ func (w *chainWalk) step(r *chained) error {
 	}
 	w.prev = r.hash
 	w.check.Records++
+	if w.open == nil {
+		return nil // gaps are left to queryGaps
+	}
 	switch x := r.ev.(type) {
 	case *ToolCallDecision:
-		g := Gap{CallID: x.CallID, Seq: r.seq, Decision: x.Decision, Kind: GapNeverRan}
-		if x.Decision == "allow" || (x.Decision == "escalate" && r.ranOnApproval) {
-			g.Kind = GapOutcomeUnknown
+		if len(w.open) >= w.maxOpen {
+			w.open = nil
+			return nil
 		}
-		w.open[x.CallID] = g
+		w.open[x.CallID] = Gap{CallID: x.CallID, Seq: r.seq, Decision: x.Decision, Kind: gapKind(x.Decision, r.ranOnApproval)}
 	case *ToolCallOutcome:
 		delete(w.open, x.CallID)
 	case *EgressEvent:
