@@ -351,9 +351,10 @@ func (w *chainWalk) reportGaps() {
 	w.check.Gaps = gaps[:min(len(gaps), MaxReportedGaps)]
 }
 
-// chainSQL reads every chained record of a session in seq order, one row
-// per record, from the four audit tables in one query (a merge of their
-// (session_id, seq) indexes). Columns: table, id, seq, at, prev_hash, hash,
+// chainSQL reads one page of the chained records of a session in seq
+// order (seq >= $2, at most $3 rows), one row per record, from the four
+// audit tables in one query (a merge of their (session_id, seq) indexes,
+// each entered at $2: a page costs its own rows, not those before it). Columns: table, id, seq, at, prev_hash, hash,
 // eleven text, four bigint, one boolean and one float slot (see scanChained),
 // and for a decision whether its escalation's approval was used by it.
 const chainSQL = `
@@ -361,32 +362,63 @@ SELECT 'tool_calls', c.call_id, c.seq, c.at, c.prev_hash, c.hash,
        c.server, c.tool, c.args, c.decision, c.rule, c.reason, c.shadow_decision, c.shadow_rule, c.escalation_id, c.detail, c.policy_version,
        0::bigint, 0::bigint, 0::bigint, 0::bigint, false, 0::float8,
        c.escalation_id <> '' AND EXISTS (SELECT 1 FROM escalations e WHERE e.id = c.escalation_id AND e.consumed_by_call_id = c.call_id)
-FROM tool_calls c WHERE c.session_id = $1
+FROM tool_calls c WHERE c.session_id = $1 AND c.seq >= $2
 UNION ALL
 SELECT 'tool_call_outcomes', o.call_id, o.seq, o.at, o.prev_hash, o.hash,
        o.status, o.error, '', '', '', '', '', '', '', '', '',
        o.duration_ns, o.result_bytes, 0, 0, o.truncated, 0, false
-FROM tool_call_outcomes o WHERE o.session_id = $1
+FROM tool_call_outcomes o WHERE o.session_id = $1 AND o.seq >= $2
 UNION ALL
 SELECT 'egress_events', g.id, g.seq, g.at, g.prev_hash, g.hash,
        g.tool_call_id, g.kind, g.method, g.host, g.resolved_ip, g.decision, g.reason, g.rule, g.error, '', '',
        g.port, g.bytes_up, g.bytes_down, g.duration_ns, false, 0, false
-FROM egress_events g WHERE g.session_id = $1
+FROM egress_events g WHERE g.session_id = $1 AND g.seq >= $2
 UNION ALL
 SELECT 'llm_calls', l.id, l.seq, l.at, l.prev_hash, l.hash,
        l.provider, l.model, l.path, l.error, '', '', '', '', '', '', '',
        l.status_code, l.input_tokens, l.output_tokens, l.duration_ns, l.stream, l.cost_usd, false
-FROM llm_calls l WHERE l.session_id = $1
-ORDER BY 3`
+FROM llm_calls l WHERE l.session_id = $1 AND l.seq >= $2
+ORDER BY 3
+LIMIT $3`
+
+// chainPageRows is the records one chainSQL query returns. Pages (keyset
+// on seq) rather than one query: a walk that stops at a broken link stops
+// the server too (closing a half-read result would read the rest of it).
+// A variable so tests can put page boundaries where they want them.
+var chainPageRows = 10000
 
 // walkChain calls fn with each chained record of a session in seq order,
-// one row at a time (the record is reused between calls).
+// one row at a time (the record is reused between calls), reading the
+// chain in pages of chainPageRows. Each page starts at the last seq of the
+// one before (seq >= last) and skips only that very row (by table and id),
+// so another record with the same seq is never lost between two pages: it
+// reaches fn, which reports the seq appearing twice.
 func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained) error) error {
-	rows, err := tx.Query(ctx, chainSQL, session)
+	var from pageStart
+	from.seq = -1 // seq starts at 1; a row with seq <= 0 is still read (and reported)
+	for {
+		read, err := walkPage(ctx, tx, session, &from, fn)
+		if err != nil || read < chainPageRows {
+			return err
+		}
+	}
+}
+
+// pageStart is where a page starts: at seq, after the row (table, id).
+type pageStart struct {
+	seq       int64
+	table, id string
+}
+
+// walkPage walks one page from *from, advances *from to its last row and
+// returns how many rows it read.
+func walkPage(ctx context.Context, tx pgx.Tx, session string, from *pageStart, fn func(*chained) error) (read int, err error) {
+	rows, err := tx.Query(ctx, chainSQL, session, from.seq, chainPageRows)
 	if err != nil {
-		return fmt.Errorf("reading the chain: %w", err)
+		return 0, fmt.Errorf("reading the chain: %w", err)
 	}
 	defer rows.Close()
+	skip := *from
 	var (
 		r   chained
 		at  time.Time
@@ -402,8 +434,13 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 		if err := rows.Scan(&r.table, &r.id, &r.seq, &at, &r.prev, &r.hash,
 			&t[0], &t[1], &t2, &t[3], &t[4], &t[5], &t[6], &t[7], &t[8], &t[9], &t[10],
 			&n[0], &n[1], &n[2], &n[3], &b, &f, &ran); err != nil {
-			return fmt.Errorf("reading the chain: %w", err)
+			return read, fmt.Errorf("reading the chain: %w", err)
 		}
+		read++
+		if r.seq == skip.seq && r.table == skip.table && r.id == skip.id {
+			continue // the last row of the page before
+		}
+		*from = pageStart{seq: r.seq, table: r.table, id: r.id}
 		if r.table == "tool_calls" {
 			t[2] = ""
 		} else {
@@ -428,11 +465,11 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 				StatusCode: int(n[0]), InputTokens: n[1], OutputTokens: n[2], Duration: time.Duration(n[3]), Stream: b, CostUSD: f}
 		}
 		if err := fn(&r); err != nil {
-			return err
+			return read, err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("reading the chain: %w", err)
+		return read, fmt.Errorf("reading the chain: %w", err)
 	}
-	return nil
+	return read, nil
 }

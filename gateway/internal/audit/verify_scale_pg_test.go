@@ -451,3 +451,34 @@ func TestVerifyGapsQueryMatchesWalk(t *testing.T) {
 		t.Fatalf("walk and overflow part-way differ:\nwalk %s\nmid  %s", a, m)
 	}
 }
+
+// TestVerifyPageBoundaries walks a chain in pages of 7 records: an intact
+// chain verifies whole, and a second record with the same seq (a row
+// inserted beside any of the first 20, so also beside each page's last and
+// first) is found at that seq, wherever the page boundary falls.
+func TestVerifyPageBoundaries(t *testing.T) {
+	db := pgtest.New(t, pgtest.Migrated())
+	ctx := pgCtx(t)
+	defer func(old int) { chainPageRows = old }(chainPageRows)
+	chainPageRows = 7
+	const session, n = "pages", 60
+	writeScaleChain(t, ctx, db.Pool, session, n)
+	c, err := verifySession(ctx, db.Pool, session)
+	if err != nil || c.Break != nil || c.Records != n {
+		t.Fatalf("intact chain in pages: %+v %v", c, err)
+	}
+	for seq := int64(1); seq <= 20; seq++ {
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO llm_calls (id, session_id, seq, at, provider, model, path, stream, status_code,
+			input_tokens, output_tokens, cost_usd, duration_ns, prev_hash, hash) VALUES ('dup', $1, $2, now(), 'anthropic', 'm', '/v1/messages',
+			false, 200, 1, 1, 0, 1, '\x00'::bytea, '\x00'::bytea)`, session, seq); err != nil {
+			t.Fatal(err)
+		}
+		c, err := verifySession(ctx, db.Pool, session)
+		if _, derr := db.Pool.Exec(ctx, `DELETE FROM llm_calls WHERE id = 'dup'`); derr != nil {
+			t.Fatal(derr)
+		}
+		if err != nil || c.Break == nil || c.Break.Seq != seq {
+			t.Fatalf("a second record at seq %d: %+v %v", seq, c.Break, err)
+		}
+	}
+}
