@@ -217,10 +217,7 @@ func QueryEach(ctx context.Context, q Querier, f Filter, fn func(*ToolCall) erro
 		order, after = "c.at ASC, c.call_id ASC", ">"
 	}
 	if !f.Cursor.IsZero() {
-		// The bare bound on at is what an index on at can seek to (the row
-		// comparison alone is only a filter: a deep page would scan every
-		// row before it); the row comparison then breaks ties on call_id.
-		add("c.at "+after+"= ? AND (c.at, c.call_id) "+after+" (?, ?)", f.Cursor.Time, f.Cursor.Time, f.Cursor.CallID)
+		add("(c.at, c.call_id) "+after+" (?, ?)", f.Cursor.Time, f.Cursor.CallID)
 	}
 	// $1: the longest args returned as they are; longer ones come back as
 	// their length, SHA-256 and first $2 characters. $3 bounds free text.
