@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -84,6 +85,11 @@ type SessionCheck struct {
 	// intact chain.
 	Gaps     []Gap
 	GapCount int
+	// Seconds is how long the walk took (reading, hashing and, when the
+	// open decisions overflowed maxOpenDecisions, the gap query), and
+	// RecordsPerSecond is Records / Seconds.
+	Seconds          float64
+	RecordsPerSecond float64
 }
 
 // chained is one stored record with its chain columns.
@@ -151,7 +157,18 @@ func VerifyEach(ctx context.Context, pool *pgxpool.Pool, sessionID string, fn fu
 	}
 }
 
+// verifySession checks one session and times the walk.
 func verifySession(ctx context.Context, pool *pgxpool.Pool, session string) (SessionCheck, error) {
+	start := time.Now()
+	check, err := checkSession(ctx, pool, session)
+	check.Seconds = time.Since(start).Seconds()
+	if check.Seconds > 0 {
+		check.RecordsPerSecond = float64(check.Records) / check.Seconds
+	}
+	return check, err
+}
+
+func checkSession(ctx context.Context, pool *pgxpool.Pool, session string) (SessionCheck, error) {
 	check := SessionCheck{SessionID: session}
 	// One snapshot for the head and all rows, so a concurrent writer cannot
 	// make an intact chain look broken.
@@ -160,6 +177,13 @@ func verifySession(ctx context.Context, pool *pgxpool.Pool, session string) (Ses
 		return check, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// A page's plan is a few index scans with limits; the planner's cost
+	// of the approval subquery can still pass the JIT threshold, and JIT
+	// compiling each page took seconds (10^7 records). A page's sort
+	// (up to four tables' pages) stays in memory.
+	if _, err := tx.Exec(ctx, `SET LOCAL jit = off; SET LOCAL work_mem = '64MB'`); err != nil {
+		return check, err
+	}
 
 	var headSeq int64
 	var headHash []byte
@@ -171,7 +195,7 @@ func verifySession(ctx context.Context, pool *pgxpool.Pool, session string) (Ses
 	if err != nil {
 		return check, err
 	}
-	w := chainWalk{check: &check, prev: genesis, open: map[string]Gap{}}
+	w := chainWalk{check: &check, prev: genesis, open: map[string]Gap{}, maxOpen: maxOpenDecisions}
 	if err := walkChain(ctx, tx, session, w.step); err != nil && !errors.Is(err, errBroken) {
 		return check, err
 	}
@@ -186,10 +210,78 @@ func verifySession(ctx context.Context, pool *pgxpool.Pool, session string) (Ses
 	case !bytes.Equal(headHash, w.prev):
 		check.Break = &Break{SessionID: session, Table: "sessions", Seq: check.Records,
 			Problem: "the session head hash does not match the last record"}
+	case w.open == nil:
+		// More decisions were open at once than the walk keeps: Postgres
+		// lists the gaps instead (same snapshot, same rules).
+		if err := queryGaps(ctx, tx, &check); err != nil {
+			return check, err
+		}
 	default:
 		w.reportGaps()
 	}
 	return check, nil
+}
+
+// maxOpenDecisions bounds the decisions the walk keeps while they wait for
+// their outcome (about 150 bytes each). A live session has as many open as
+// calls in flight; a chain with more (millions of calls cut off by crashes,
+// or rows written to exhaust the verifier) is walked without them and its
+// gaps are listed by queryGaps, so memory stays bounded whatever the rows.
+// A variable so the differential test can force the query.
+var maxOpenDecisions = 1 << 16
+
+// gapsSQL lists, in chain order, the decisions of a session that have no
+// outcome row later in the chain, each with whether its escalation's
+// approval was used by it and whether egress rows of it follow it: the
+// same rules as chainWalk.step applies row by row. Window count(*) gives
+// the total beside the first $2.
+const gapsSQL = `
+SELECT c.call_id, c.seq, c.decision,
+       c.escalation_id <> '' AND EXISTS (SELECT 1 FROM escalations e WHERE e.id = c.escalation_id AND e.consumed_by_call_id = c.call_id),
+       EXISTS (SELECT 1 FROM egress_events g WHERE g.tool_call_id = c.call_id AND g.tool_call_id <> '' AND g.session_id = c.session_id AND g.seq > c.seq),
+       count(*) OVER ()
+FROM tool_calls c
+WHERE c.session_id = $1
+  AND NOT EXISTS (SELECT 1 FROM tool_call_outcomes o WHERE o.call_id = c.call_id AND o.session_id = c.session_id AND o.seq > c.seq)
+ORDER BY c.seq
+LIMIT $2`
+
+// queryGaps fills check's gaps from gapsSQL.
+func queryGaps(ctx context.Context, tx pgx.Tx, check *SessionCheck) error {
+	rows, err := tx.Query(ctx, gapsSQL, check.SessionID, MaxReportedGaps)
+	if err != nil {
+		return fmt.Errorf("listing decisions without an outcome: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			g           Gap
+			ran, egress bool
+			total       int64
+		)
+		if err := rows.Scan(&g.CallID, &g.Seq, &g.Decision, &ran, &egress, &total); err != nil {
+			return fmt.Errorf("listing decisions without an outcome: %w", err)
+		}
+		g.Kind = gapKind(g.Decision, ran)
+		if g.Kind == GapOutcomeUnknown && egress {
+			g.Kind = GapRanOutcomeUnknown
+		}
+		check.Gaps = append(check.Gaps, g)
+		check.GapCount = int(total)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("listing decisions without an outcome: %w", err)
+	}
+	return nil
+}
+
+// gapKind is the kind of a decision left without an outcome, before any
+// egress of it is seen.
+func gapKind(decision string, ranOnApproval bool) string {
+	if decision == "allow" || (decision == "escalate" && ranOnApproval) {
+		return GapOutcomeUnknown
+	}
+	return GapNeverRan
 }
 
 // errBroken stops the walk at the first broken link.
@@ -199,8 +291,10 @@ var errBroken = errors.New("chain broken")
 type chainWalk struct {
 	check *SessionCheck
 	prev  []byte
-	// open holds the decisions not yet followed by their outcome.
-	open map[string]Gap
+	// open holds the decisions not yet followed by their outcome, at most
+	// maxOpen of them; nil once there were more (see maxOpenDecisions).
+	open    map[string]Gap
+	maxOpen int
 }
 
 func (w *chainWalk) step(r *chained) error {
@@ -228,13 +322,16 @@ func (w *chainWalk) step(r *chained) error {
 	}
 	w.prev = r.hash
 	w.check.Records++
+	if w.open == nil {
+		return nil // gaps are left to queryGaps
+	}
 	switch x := r.ev.(type) {
 	case *ToolCallDecision:
-		g := Gap{CallID: x.CallID, Seq: r.seq, Decision: x.Decision, Kind: GapNeverRan}
-		if x.Decision == "allow" || (x.Decision == "escalate" && r.ranOnApproval) {
-			g.Kind = GapOutcomeUnknown
+		if len(w.open) >= w.maxOpen {
+			w.open = nil
+			return nil
 		}
-		w.open[x.CallID] = g
+		w.open[x.CallID] = Gap{CallID: x.CallID, Seq: r.seq, Decision: x.Decision, Kind: gapKind(x.Decision, r.ranOnApproval)}
 	case *ToolCallOutcome:
 		delete(w.open, x.CallID)
 	case *EgressEvent:
@@ -262,42 +359,81 @@ func (w *chainWalk) reportGaps() {
 	w.check.Gaps = gaps[:min(len(gaps), MaxReportedGaps)]
 }
 
-// chainSQL reads every chained record of a session in seq order, one row
-// per record, from the four audit tables in one query (a merge of their
-// (session_id, seq) indexes). Columns: table, id, seq, at, prev_hash, hash,
+// chainSQL reads one page of the chained records of a session in seq
+// order (seq >= $2, at most $3 rows), one row per record, from the four
+// audit tables in one query. Each table gives at most $3 rows from its
+// (session_id, seq) index, entered at $2, and only those are sorted: a
+// page costs its own rows, not those before or after it. (Without the
+// per-table limits, EXPLAIN over 10^7 records showed every table scanned
+// and every row from $2 on sorted, for each page.) Columns: table, id, seq, at, prev_hash, hash,
 // eleven text, four bigint, one boolean and one float slot (see scanChained),
 // and for a decision whether its escalation's approval was used by it.
 const chainSQL = `
-SELECT 'tool_calls', c.call_id, c.seq, c.at, c.prev_hash, c.hash,
+(SELECT 'tool_calls', c.call_id, c.seq, c.at, c.prev_hash, c.hash,
        c.server, c.tool, c.args, c.decision, c.rule, c.reason, c.shadow_decision, c.shadow_rule, c.escalation_id, c.detail, c.policy_version,
        0::bigint, 0::bigint, 0::bigint, 0::bigint, false, 0::float8,
        c.escalation_id <> '' AND EXISTS (SELECT 1 FROM escalations e WHERE e.id = c.escalation_id AND e.consumed_by_call_id = c.call_id)
-FROM tool_calls c WHERE c.session_id = $1
+FROM tool_calls c WHERE c.session_id = $1 AND c.seq >= $2
+ ORDER BY c.seq LIMIT $3)
 UNION ALL
-SELECT 'tool_call_outcomes', o.call_id, o.seq, o.at, o.prev_hash, o.hash,
+(SELECT 'tool_call_outcomes', o.call_id, o.seq, o.at, o.prev_hash, o.hash,
        o.status, o.error, '', '', '', '', '', '', '', '', '',
        o.duration_ns, o.result_bytes, 0, 0, o.truncated, 0, false
-FROM tool_call_outcomes o WHERE o.session_id = $1
+FROM tool_call_outcomes o WHERE o.session_id = $1 AND o.seq >= $2
+ ORDER BY o.seq LIMIT $3)
 UNION ALL
-SELECT 'egress_events', g.id, g.seq, g.at, g.prev_hash, g.hash,
+(SELECT 'egress_events', g.id, g.seq, g.at, g.prev_hash, g.hash,
        g.tool_call_id, g.kind, g.method, g.host, g.resolved_ip, g.decision, g.reason, g.rule, g.error, '', '',
        g.port, g.bytes_up, g.bytes_down, g.duration_ns, false, 0, false
-FROM egress_events g WHERE g.session_id = $1
+FROM egress_events g WHERE g.session_id = $1 AND g.seq >= $2
+ ORDER BY g.seq LIMIT $3)
 UNION ALL
-SELECT 'llm_calls', l.id, l.seq, l.at, l.prev_hash, l.hash,
+(SELECT 'llm_calls', l.id, l.seq, l.at, l.prev_hash, l.hash,
        l.provider, l.model, l.path, l.error, '', '', '', '', '', '', '',
        l.status_code, l.input_tokens, l.output_tokens, l.duration_ns, l.stream, l.cost_usd, false
-FROM llm_calls l WHERE l.session_id = $1
-ORDER BY 3`
+FROM llm_calls l WHERE l.session_id = $1 AND l.seq >= $2
+ ORDER BY l.seq LIMIT $3)
+ORDER BY 3
+LIMIT $3`
+
+// chainPageRows is the records one chainSQL query returns. Pages (keyset
+// on seq) rather than one query: a walk that stops at a broken link stops
+// the server too (closing a half-read result would read the rest of it).
+// A variable so tests can put page boundaries where they want them.
+var chainPageRows = 10000
 
 // walkChain calls fn with each chained record of a session in seq order,
-// one row at a time (the record is reused between calls).
+// one row at a time (the record is reused between calls), reading the
+// chain in pages of chainPageRows. Each page starts at the last seq of the
+// one before (seq >= last) and skips only that very row (by table and id),
+// so another record with the same seq is never lost between two pages: it
+// reaches fn, which reports the seq appearing twice.
 func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained) error) error {
-	rows, err := tx.Query(ctx, chainSQL, session)
+	var from pageStart
+	from.seq = math.MinInt64 // seq starts at 1; a row with seq <= 0 is still read (and reported)
+	for {
+		read, err := walkPage(ctx, tx, session, &from, fn)
+		if err != nil || read < chainPageRows {
+			return err
+		}
+	}
+}
+
+// pageStart is where a page starts: at seq, after the row (table, id).
+type pageStart struct {
+	seq       int64
+	table, id string
+}
+
+// walkPage walks one page from *from, advances *from to its last row and
+// returns how many rows it read.
+func walkPage(ctx context.Context, tx pgx.Tx, session string, from *pageStart, fn func(*chained) error) (read int, err error) {
+	rows, err := tx.Query(ctx, chainSQL, session, from.seq, chainPageRows)
 	if err != nil {
-		return fmt.Errorf("reading the chain: %w", err)
+		return 0, fmt.Errorf("reading the chain: %w", err)
 	}
 	defer rows.Close()
+	skip := *from
 	var (
 		r   chained
 		at  time.Time
@@ -313,8 +449,13 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 		if err := rows.Scan(&r.table, &r.id, &r.seq, &at, &r.prev, &r.hash,
 			&t[0], &t[1], &t2, &t[3], &t[4], &t[5], &t[6], &t[7], &t[8], &t[9], &t[10],
 			&n[0], &n[1], &n[2], &n[3], &b, &f, &ran); err != nil {
-			return fmt.Errorf("reading the chain: %w", err)
+			return read, fmt.Errorf("reading the chain: %w", err)
 		}
+		read++
+		if r.seq == skip.seq && r.table == skip.table && r.id == skip.id {
+			continue // the last row of the page before
+		}
+		*from = pageStart{seq: r.seq, table: r.table, id: r.id}
 		if r.table == "tool_calls" {
 			t[2] = ""
 		} else {
@@ -339,11 +480,11 @@ func walkChain(ctx context.Context, tx pgx.Tx, session string, fn func(*chained)
 				StatusCode: int(n[0]), InputTokens: n[1], OutputTokens: n[2], Duration: time.Duration(n[3]), Stream: b, CostUSD: f}
 		}
 		if err := fn(&r); err != nil {
-			return err
+			return read, err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("reading the chain: %w", err)
+		return read, fmt.Errorf("reading the chain: %w", err)
 	}
-	return nil
+	return read, nil
 }

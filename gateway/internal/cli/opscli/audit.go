@@ -134,8 +134,11 @@ func auditCmd(ctx context.Context, args []string, e Env) error {
 // session as soon as it is checked.
 func verify(ctx context.Context, e Env, pool *pgxpool.Pool, f auditFlags) error {
 	var sessions, broken, gapped int
+	var records int64
+	start := time.Now()
 	err := audit.VerifyEach(ctx, pool, f.session, func(c audit.SessionCheck) error {
 		sessions++
+		records += c.Records
 		if c.Break != nil {
 			broken++
 		}
@@ -161,7 +164,7 @@ func verify(ctx context.Context, e Env, pool *pgxpool.Pool, f auditFlags) error 
 			_, err := fmt.Fprintf(e.Stdout, "BROKEN  %s\n", c.Break)
 			return err
 		}
-		fmt.Fprintf(e.Stdout, "ok      session %q: %d records, head %s\n", c.SessionID, c.Records, c.Head)
+		fmt.Fprintf(e.Stdout, "ok      session %q: %d records, head %s (%.0f records/s)\n", c.SessionID, c.Records, c.Head, c.RecordsPerSecond)
 		for _, g := range c.Gaps {
 			fmt.Fprintf(e.Stdout, "GAP     session %q: %s\n", c.SessionID, g)
 		}
@@ -182,7 +185,9 @@ func verify(ctx context.Context, e Env, pool *pgxpool.Pool, f auditFlags) error 
 			return err
 		}
 	} else {
-		fmt.Fprintf(e.Stdout, "%d sessions checked, %d broken, %d with decisions missing an outcome\n", sessions, broken, gapped)
+		secs := time.Since(start).Seconds()
+		fmt.Fprintf(e.Stdout, "%d sessions checked, %d broken, %d with decisions missing an outcome; %d records in %.1fs (%.0f records/s)\n",
+			sessions, broken, gapped, records, secs, float64(records)/max(secs, 1e-9))
 	}
 	if broken > 0 {
 		return errBroken

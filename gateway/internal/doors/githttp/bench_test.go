@@ -3,6 +3,7 @@ package githttp
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -182,5 +183,92 @@ func BenchmarkClone(b *testing.B) {
 				e.mustGit(b, "", append(extra, "clone", "-q", src, dir)...)
 			}
 		})
+	}
+}
+
+// fastImportCommits adds n commits on top of the branch checked out in
+// dir with git fast-import, each changing one small file (n distinct
+// blobs, trees and commits).
+func (e *env) fastImportCommits(b *testing.B, dir, branch string, n, round int) {
+	b.Helper()
+	parent := strings.TrimSpace(e.mustGit(b, dir, "rev-parse", "HEAD"))
+	var s strings.Builder
+	for i := range n {
+		msg := fmt.Sprintf("commit %d of round %d\n", i, round)
+		body := fmt.Sprintf("round %d, change %d\n", round, i)
+		fmt.Fprintf(&s, "commit refs/heads/%s\ncommitter Agent <agent@example.invalid> %d +0000\ndata %d\n%s", branch, 1700000000+i, len(msg), msg)
+		if i == 0 {
+			fmt.Fprintf(&s, "from %s\n", parent)
+		}
+		fmt.Fprintf(&s, "M 100644 inline many/f%d.txt\ndata %d\n%s\n", i%64, len(body), body)
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}
+	cmd.Stdin = strings.NewReader(s.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("git fast-import of %d commits: %v\n%s", n, err, out)
+	}
+	e.mustGit(b, dir, "reset", "-q", "--hard")
+}
+
+// BenchmarkPushCommits pushes 1, 100 and 10,000 new small commits (made
+// with git fast-import) through the door and directly to the same
+// upstream, and reports the peak heap growth of this process (the door's)
+// while the push streams.
+//
+//	go test ./internal/doors/githttp/ -run XXX -bench BenchmarkPushCommits -benchtime 3x
+func BenchmarkPushCommits(b *testing.B) {
+	for _, n := range []int{1, 100, 10000} {
+		for _, via := range []string{"direct", "door"} {
+			b.Run(fmt.Sprintf("%dcommits/%s", n, via), func(b *testing.B) {
+				e := newEnv(b, envOptions{})
+				work := e.clone(b)
+				if via == "direct" {
+					e.mustGit(b, work, "config", "http.sslCAInfo", e.up.caFile)
+					e.mustGit(b, work, "remote", "set-url", "origin", "https://x-access-token:"+upstreamToken+"@"+e.up.host+"/acme/app.git")
+				}
+				e.mustGit(b, work, "switch", "-q", "-c", "feature")
+				e.commit(b, work, "start.txt", "start\n")
+				e.mustGit(b, work, "push", "-q", "origin", "feature")
+				var growth uint64
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					e.fastImportCommits(b, work, "feature", n, i)
+					runtime.GC()
+					var base runtime.MemStats
+					runtime.ReadMemStats(&base)
+					var peak atomic.Uint64
+					stop, done := make(chan struct{}), make(chan struct{})
+					go func() {
+						defer close(done)
+						var ms runtime.MemStats
+						for {
+							runtime.ReadMemStats(&ms)
+							if ms.HeapInuse > peak.Load() {
+								peak.Store(ms.HeapInuse)
+							}
+							select {
+							case <-stop:
+								return
+							case <-time.After(10 * time.Millisecond):
+							}
+						}
+					}()
+					b.StartTimer()
+					e.mustGit(b, work, "push", "-q", "origin", "feature")
+					b.StopTimer()
+					close(stop)
+					<-done
+					growth = max(growth, peak.Load()-min(peak.Load(), base.HeapInuse))
+				}
+				if got, want := e.upstreamRef(b, "refs/heads/feature"), strings.TrimSpace(e.mustGit(b, work, "rev-parse", "HEAD")); got != want {
+					b.Fatalf("upstream feature %s, want %s", got, want)
+				}
+				b.ReportMetric(float64(growth)/(1<<20), "heap-growth-MB")
+				b.ReportMetric(float64(n), "commits")
+			})
+		}
 	}
 }

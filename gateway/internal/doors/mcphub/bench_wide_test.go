@@ -356,3 +356,59 @@ func BenchmarkIdleSessions(b *testing.B) {
 }
 
 func wideToken(i int) string { return "wide-agent-token-" + strconv.Itoa(i) + "-0123456789" }
+
+// BenchmarkCallWithOpenSessions: the cost of one tools/call (the sandbox
+// read of newBenchSetup over HTTP, policy, JSON-lines audit) while 1 to
+// 1,000 agents each hold an open MCP session, each agent with its own
+// configured token; calls go round-robin over the sessions. Reports the
+// CPU time per call of this process and the heap the open sessions hold
+// (after a GC) at each size.
+//
+//	go test ./internal/doors/mcphub -run '^$' -bench BenchmarkCallWithOpenSessions -benchtime 2000x
+func BenchmarkCallWithOpenSessions(b *testing.B) {
+	for _, k := range []int{1, 10, 100, 1000} {
+		b.Run(fmt.Sprintf("sessions=%d", k), func(b *testing.B) {
+			s := newBenchSetup(b, false)
+			tokens := make(map[string]string, k)
+			for i := range k {
+				tokens["agent"+strconv.Itoa(i)] = wideToken(i)
+			}
+			auth, err := session.NewStatic(tokens)
+			if err != nil {
+				b.Fatal(err)
+			}
+			deps := s.deps
+			deps.Auth = auth
+			hub, err := mcphub.New(mcphub.Config{}, deps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(hub.Handler())
+			defer ts.Close()
+			defer func() { _ = hub.Shutdown(context.Background()) }()
+			runtime.GC()
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			sids := make([]string, k)
+			for i := range k {
+				sids[i] = rawSessionAs(b, ts.URL, wideToken(i))
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&m1)
+			call := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"filesystem__read_text_file","arguments":{"path":%q}}}`, s.path))
+			b.ReportAllocs()
+			cpu := cpuTime()
+			i := 0
+			for b.Loop() {
+				j := i % k
+				i++
+				resp, out := postRawAs(b, ts.URL, wideToken(j), sids[j], call)
+				if resp.StatusCode != http.StatusOK || strings.Contains(out, "isError\":true") || !strings.Contains(out, "a line of notes") {
+					b.Fatalf("call in session %d: %d %.300s", j, resp.StatusCode, out)
+				}
+			}
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/1e6, "sessions-heap-MB")
+		})
+	}
+}
