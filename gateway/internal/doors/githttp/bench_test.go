@@ -122,34 +122,13 @@ func BenchmarkPushMemory(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		e.commit(b, work, fmt.Sprintf("huge%d.bin", i), randomTextSeed(mb<<20, uint64(i+7)))
-		runtime.GC()
-		var base runtime.MemStats
-		runtime.ReadMemStats(&base)
-		var peak atomic.Uint64
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			var ms runtime.MemStats
-			for {
-				runtime.ReadMemStats(&ms)
-				if ms.HeapInuse > peak.Load() {
-					peak.Store(ms.HeapInuse)
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-		}()
-		b.StartTimer()
-		e.mustGit(b, work, "push", "-q", "origin", "feature")
-		b.StopTimer()
-		close(stop)
-		<-done
-		b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
-		b.ReportMetric(float64(peak.Load()-min(peak.Load(), base.HeapInuse))/(1<<20), "heap-growth-MB")
+		base, peak := heapDuring(func() {
+			b.StartTimer()
+			e.mustGit(b, work, "push", "-q", "origin", "feature")
+			b.StopTimer()
+		})
+		b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		b.ReportMetric(float64(peak-min(peak, base))/(1<<20), "heap-growth-MB")
 		b.ReportMetric(float64(mb), "pack-MB")
 	}
 }
@@ -236,32 +215,12 @@ func BenchmarkPushCommits(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					b.StopTimer()
 					e.fastImportCommits(b, work, "feature", n, i)
-					runtime.GC()
-					var base runtime.MemStats
-					runtime.ReadMemStats(&base)
-					var peak atomic.Uint64
-					stop, done := make(chan struct{}), make(chan struct{})
-					go func() {
-						defer close(done)
-						var ms runtime.MemStats
-						for {
-							runtime.ReadMemStats(&ms)
-							if ms.HeapInuse > peak.Load() {
-								peak.Store(ms.HeapInuse)
-							}
-							select {
-							case <-stop:
-								return
-							case <-time.After(10 * time.Millisecond):
-							}
-						}
-					}()
-					b.StartTimer()
-					e.mustGit(b, work, "push", "-q", "origin", "feature")
-					b.StopTimer()
-					close(stop)
-					<-done
-					growth = max(growth, peak.Load()-min(peak.Load(), base.HeapInuse))
+					base, peak := heapDuring(func() {
+						b.StartTimer()
+						e.mustGit(b, work, "push", "-q", "origin", "feature")
+						b.StopTimer()
+					})
+					growth = max(growth, peak-min(peak, base))
 				}
 				if got, want := e.upstreamRef(b, "refs/heads/feature"), strings.TrimSpace(e.mustGit(b, work, "rev-parse", "HEAD")); got != want {
 					b.Fatalf("upstream feature %s, want %s", got, want)
@@ -271,4 +230,34 @@ func BenchmarkPushCommits(b *testing.B) {
 			})
 		}
 	}
+}
+
+// heapDuring runs fn while sampling the heap every 10 ms: it returns the
+// heap in use before fn (after a collection) and the most seen while it ran.
+func heapDuring(fn func()) (base, peak uint64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base = ms.HeapInuse
+	var p atomic.Uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > p.Load() {
+				p.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	fn()
+	close(stop)
+	<-done
+	return base, p.Load()
 }
