@@ -313,18 +313,36 @@ func ImageSnippet(s *Server, v *Version, image, network string) string {
 		fmt.Fprintf(&b, "    args: [%s]\n", strings.Join(qa, ", "))
 	}
 	if len(v.Env) > 0 {
-		b.WriteString("    # env (literal values: the gateway never sees them):\n")
 		keys := make([]string, 0, len(v.Env))
 		for k := range v.Env {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		// A variable naming an absolute file is where the server keeps its
+		// state: the container's root is read-only, so that file moves to a
+		// writable volume of its own.
+		files := false
 		for _, k := range keys {
-			fmt.Fprintf(&b, "    #   %s: <%s>\n", k, v.Env[k])
+			files = files || path.IsAbs(v.Env[k])
+		}
+		if files {
+			fmt.Fprintf(&b, "    # volumes (the root is read-only: the file it keeps lives on a volume):\n    #   - {name: %s, target: %s, writable: true}\n", q(name+"-data"), imageDataDir)
+		}
+		b.WriteString("    # env (literal values: the gateway never sees them):\n")
+		for _, k := range keys {
+			val := v.Env[k]
+			if path.IsAbs(val) {
+				val = path.Join(imageDataDir, path.Base(val))
+			}
+			fmt.Fprintf(&b, "    #   %s: <%s>\n", k, val)
 		}
 	}
 	return b.String()
 }
+
+// imageDataDir is where ImageSnippet mounts the volume of a server that
+// keeps a file (its env names one).
+const imageDataDir = "/data"
 
 // splitPackage splits a runner's package argument into name and version:
 // "@scope/name@1.2.3" (npm), "name==1.2.3" (PyPI); version is "" when the

@@ -245,3 +245,38 @@ func FuzzImageRunner(f *testing.F) {
 		}
 	})
 }
+
+// TestImageSnippetStateOnAVolume: a server whose env names a file it keeps
+// (memory's MEMORY_FILE_PATH) cannot write it under the container's
+// read-only root: the launcher entry gets a writable volume and the
+// variable points into it; a server without one gets neither.
+func TestImageSnippetStateOnAVolume(t *testing.T) {
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		ref  string
+		want []string
+		not  []string
+	}{
+		{"memory", []string{`#   - {name: "memory-data", target: /data, writable: true}`, `#   MEMORY_FILE_PATH: </data/memory.json>`}, []string{"/var/lib/ironcurtain"}},
+		{"time", nil, []string{"volumes", "writable"}},
+	} {
+		s, v, err := c.Lookup(tt.ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ImageSnippet(s, v, "example/img@sha256:"+strings.Repeat("a", 64), "servers_net")
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: no %q in\n%s", tt.ref, w, out)
+			}
+		}
+		for _, n := range tt.not {
+			if strings.Contains(out, n) {
+				t.Errorf("%s: %q in\n%s", tt.ref, n, out)
+			}
+		}
+	}
+}
