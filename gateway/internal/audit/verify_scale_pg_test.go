@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"ironcurtain.dev/gateway/internal/store/pgtest"
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // EnvScaleRows sets the number of chained records TestVerifyQueryScale
@@ -185,19 +185,8 @@ func peakMem(f func()) (heap, rss int64) {
 
 // procRSS is the process's resident set in bytes (0 where /proc is missing).
 func procRSS() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	kib, _ := testenv.ProcStatusKiB("self", "VmRSS")
+	return kib << 10
 }
 
 // TestVerifyQueryScale writes one session of IC_SCALE_ROWS chained records

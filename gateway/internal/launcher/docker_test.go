@@ -383,19 +383,12 @@ func rssKiB(tb testing.TB) int64 { return procRSSKiB(tb, "self") }
 
 // procRSSKiB is the resident set (VmRSS) of process pid ("self": this one).
 func procRSSKiB(tb testing.TB, pid string) int64 {
-	st, err := os.ReadFile("/proc/" + pid + "/status")
+	tb.Helper()
+	kib, err := testenv.ProcStatusKiB(pid, "VmRSS")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for _, l := range strings.Split(string(st), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			var kib int64
-			_, _ = fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kib)
-			return kib
-		}
-	}
-	tb.Fatal("no VmRSS")
-	return 0
+	return kib
 }
 
 // startTestProxy runs the egress proxy (runTestProxy) in its own container

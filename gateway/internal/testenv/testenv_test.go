@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,25 @@ func TestRequire(t *testing.T) {
 	r = &recorder{TB: t}
 	if Require(r, "gh-no-such"); r.ended != "skip" {
 		t.Fatalf("Require of a missing tool outside CI ended %q, want skip", r.ended)
+	}
+}
+
+func TestProcStatusKiB(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc")
+	}
+	for _, tt := range []struct {
+		pid, field string
+		ok         bool
+	}{
+		{"self", "VmRSS", true},
+		{"self", "VmHWM", true},
+		{"self", "NoSuchField", false},
+		{"0", "VmRSS", false},
+	} {
+		n, err := ProcStatusKiB(tt.pid, tt.field)
+		if (err == nil) != tt.ok || (tt.ok && n <= 0) {
+			t.Errorf("ProcStatusKiB(%q, %q) = %d, %v", tt.pid, tt.field, n, err)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package mcphub_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/doors/mcphub"
 	"ironcurtain.dev/gateway/internal/session"
+	"ironcurtain.dev/gateway/internal/testenv"
 	"ironcurtain.dev/gateway/policy"
 )
 
@@ -87,21 +87,14 @@ func postRawAs(tb testing.TB, url, token, sid string, body []byte) (*http.Respon
 	return resp, string(b)
 }
 
-// procStatusKiB reads one field (VmRSS, VmHWM) of /proc/self/status in KiB.
+// procStatusKiB reads one field (VmRSS, VmHWM) of /proc/self/status in KiB
+// (-1 where it is missing).
 func procStatusKiB(field string) int64 {
-	f, err := os.Open("/proc/self/status")
+	kib, err := testenv.ProcStatusKiB("self", field)
 	if err != nil {
 		return -1
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return n
-		}
-	}
-	return -1
+	return kib
 }
 
 func cpuTime() time.Duration {

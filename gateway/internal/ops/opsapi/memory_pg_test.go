@@ -1,7 +1,6 @@
 package opsapi
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -20,6 +18,7 @@ import (
 
 	"ironcurtain.dev/gateway/internal/audit"
 	"ironcurtain.dev/gateway/internal/store/pgtest"
+	"ironcurtain.dev/gateway/internal/testenv"
 )
 
 // memBudget is the growth allowed above idle while audit reads run
@@ -65,21 +64,14 @@ func memPeak(t *testing.T, f func()) (heap, rss int64) {
 	return peakHeap - heap0, peakRSS - rss0
 }
 
-// vmRSS is the process's resident set in bytes (0 where /proc is missing).
+// vmRSS is the process's resident set in bytes.
 func vmRSS(t *testing.T) int64 {
-	f, err := os.Open("/proc/self/status")
+	t.Helper()
+	kib, err := testenv.ProcStatusKiB("self", "VmRSS")
 	if err != nil {
-		return 0
+		t.Fatal(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return kib << 10
 }
 
 // TestAuditReadMemory is the issue 11 scenario: 40 large allowed writes
